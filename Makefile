@@ -1,0 +1,34 @@
+# aios-rl — the two commands: `make demo` and `make test` (both set everything up first).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+EXTRAS := llm,ray,browser,dev
+PIP_FLAGS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+PYTEST_ARGS ?=
+
+.PHONY: setup system-deps demo test bench clean
+
+setup: system-deps $(STAMP)
+
+system-deps:
+	@bash scripts/system-deps.sh
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "aios-rl needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_FLAGS) -e '.[$(EXTRAS)]'
+	@touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/aios-rl demo control --run runs/demo-$(shell date +%Y%m%d-%H%M%S)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

@@ -1,0 +1,1 @@
+"""Trainers and their pure math: advantage estimators and loss functions (``advantages``, ``losses``)."""

@@ -1,0 +1,1 @@
+"""Campaign controllers: epochs, micro-batches, matched monitoring and the single rollback decision."""

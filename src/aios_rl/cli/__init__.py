@@ -1,0 +1,1 @@
+"""Command-line interface (typer). The only package that prints."""

@@ -1,0 +1,33 @@
+"""The `aios-rl` entry point: one typer app, one module per command group."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from aios_rl.cli import contracts_cmd, demo_cmd, lineage_cmd
+from aios_rl.contracts.errors import AiosRlError
+
+app = typer.Typer(
+    name="aios-rl",
+    help="Train one agent policy with RL across sandboxed environments under one safe control plane.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("schema")(contracts_cmd.schema)
+app.command("validate")(contracts_cmd.validate)
+app.add_typer(lineage_cmd.app, name="lineage")
+app.add_typer(demo_cmd.app, name="demo")
+
+
+def main() -> None:
+    """Run the CLI; framework errors become one clear message and exit code 2."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except AiosRlError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)

@@ -1,0 +1,1 @@
+"""Leaf package: contract records, protocols, configuration base and the error hierarchy."""

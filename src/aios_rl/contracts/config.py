@@ -1,0 +1,94 @@
+"""Configuration models: one per component, loaded from YAML and CLI flags, strict about unknown keys.
+
+Every component defines a subclass of :class:`ConfigModel` with a default and a one-line ``description``
+for each field. :func:`load_config` merges an optional YAML file with CLI overrides and raises
+:class:`ConfigError` naming an unknown key and the closest valid one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.validate import problems_from
+
+C = TypeVar("C", bound="ConfigModel")
+
+
+class ConfigModel(BaseModel):
+    """Base of every component config: frozen, unknown keys forbidden, non-finite numbers rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    def config_hash(self) -> str:
+        """sha256 of the canonical JSON of this config (recorded on checkpoints)."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _unknown_keys(model: type[BaseModel], data: dict[str, Any], prefix: str = "") -> list[str]:
+    problems = []
+    fields = model.model_fields
+    for key, value in data.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(sorted(fields))}"
+            problems.append(f"unknown config key '{prefix}{key}'{hint}")
+            continue
+        sub = fields[key].annotation
+        if isinstance(value, dict) and isinstance(sub, type) and issubclass(sub, BaseModel):
+            problems.extend(_unknown_keys(sub, value, f"{prefix}{key}."))
+    return problems
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"config key '{dotted}': '{part}' is not a section")
+    node[parts[-1]] = value
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping, raising ConfigError for a missing file, bad YAML or a non-mapping."""
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level, got {type(loaded).__name__}")
+    return loaded
+
+
+def load_config(
+    model: type[C], path: Path | None = None, overrides: dict[str, Any] | None = None
+) -> C:
+    """Build ``model`` from an optional YAML file plus overrides (dotted keys allowed; None means unset).
+
+    Raises:
+        ConfigError: unknown key (with the closest valid one) or an invalid value (with what was expected).
+    """
+    data: dict[str, Any] = read_yaml(path) if path is not None else {}
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_dotted(data, key, value)
+    unknown = _unknown_keys(model, data)
+    if unknown:
+        raise ConfigError("\n".join(unknown))
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError("invalid configuration:\n" + "\n".join(problems_from(exc))) from None

@@ -1,0 +1,78 @@
+"""Parse external input into contract records, reporting every problem on its own line.
+
+Each problem line names the field path, the bad value and what was expected, e.g.::
+
+    trajectory.0.reward: got nan; expected a finite number
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from aios_rl.contracts.errors import ContractError
+
+M = TypeVar("M", bound=BaseModel)
+
+_MAX_VALUE_CHARS = 80
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
+
+
+def _expected(error: dict[str, Any]) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return "a value (the field is required)"
+    if kind == "extra_forbidden":
+        return "no such field (unknown fields are not allowed)"
+    if kind == "finite_number":
+        return "a finite number"
+    msg = str(error["msg"])
+    return msg[0].lower() + msg[1:] if msg else kind
+
+
+def problems_from(error: ValidationError) -> list[str]:
+    """One line per pydantic error: ``path: got VALUE; expected WHAT``."""
+    lines = []
+    for err in error.errors():
+        path = ".".join(str(part) for part in err["loc"]) or "<root>"
+        got = "nothing" if err["type"] == "missing" else _show(err.get("input"))
+        lines.append(f"{path}: got {got}; expected {_expected(err)}")
+    return lines
+
+
+def parse_record(model: type[M], data: Any, *, source: str = "input") -> M:
+    """Validate already-decoded data against ``model``.
+
+    Raises:
+        ContractError: with one problem line per violation.
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ContractError(f"{source} is not a valid {model.__name__}", problems_from(exc)) from None
+
+
+def parse_json_record(model: type[M], text: str, *, source: str = "input") -> M:
+    """Decode JSON text (NaN and Infinity tokens are decoded, then rejected by the model) and validate it.
+
+    Raises:
+        ContractError: for malformed JSON (naming line and column) or any contract violation.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problem = f"<json>: got malformed JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); expected a complete JSON document"
+        raise ContractError(f"{source} is not valid JSON", [problem]) from None
+    return parse_record(model, data, source=source)

@@ -1,0 +1,1 @@
+"""The shared control plane: lineage, ledger, events, matched comparison, replay lanes, reward fusion."""

@@ -1,0 +1,1 @@
+"""The only package that writes SQL or checkpoint files."""

@@ -1,0 +1,94 @@
+"""Config loading: YAML plus overrides, unknown keys named with the closest valid one, stored with the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import Field
+
+from aios_rl.contracts.config import ConfigModel, load_config
+from aios_rl.contracts.errors import ConfigError
+from aios_rl.control.events import ControlConfig
+from aios_rl.control.ledger import LedgerConfig
+from aios_rl.control.plane import ControlPlane
+
+
+class Inner(ConfigModel):
+    rate: float = Field(default=0.5, gt=0, description="A rate.")
+
+
+class Outer(ConfigModel):
+    name: str = Field(default="x", description="A name.")
+    inner: Inner = Field(default_factory=Inner, description="Nested section.")
+
+
+def test_defaults_without_file() -> None:
+    assert load_config(Outer) == Outer()
+
+
+def test_yaml_and_overrides_merge(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("name: from-yaml\ninner:\n  rate: 0.25\n")
+    cfg = load_config(Outer, path, {"inner.rate": 0.75, "name": None})
+    assert cfg.name == "from-yaml" and cfg.inner.rate == 0.75
+
+
+def test_unknown_top_level_key_names_closest(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("nmae: y\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'nmae'; did you mean 'name'\?"):
+        load_config(Outer, path)
+
+
+def test_unknown_nested_key_names_closest() -> None:
+    with pytest.raises(ConfigError, match=r"unknown config key 'inner.rtae'; did you mean 'rate'\?"):
+        load_config(Outer, overrides={"inner.rtae": 1.0})
+
+
+def test_unknown_key_without_close_match_lists_valid_keys() -> None:
+    with pytest.raises(ConfigError, match="valid keys: inner, name"):
+        load_config(Outer, overrides={"zzzzzz": 1})
+
+
+def test_bad_value_says_what_was_expected() -> None:
+    with pytest.raises(ConfigError, match=r"inner.rate: got -1; expected input should be greater than 0"):
+        load_config(Outer, overrides={"inner.rate": -1})
+
+
+def test_bad_yaml_and_non_mapping(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1,\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(Outer, bad)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping at the top level"):
+        load_config(Outer, listy)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(Outer, tmp_path / "missing.yaml")
+
+
+def test_every_config_field_has_a_default_and_help() -> None:
+    from aios_rl.control.compare import CompareConfig
+    from aios_rl.control.replay import ReplayConfig
+    from aios_rl.control.reward import RewardConfig
+
+    for model in (ControlConfig, LedgerConfig, ReplayConfig, RewardConfig, CompareConfig):
+        model()  # every field has a default
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name} has no help text"
+
+
+def test_config_hash_is_stable_and_sensitive() -> None:
+    assert LedgerConfig().config_hash() == LedgerConfig().config_hash()
+    assert LedgerConfig(batch_size=5).config_hash() != LedgerConfig().config_hash()
+
+
+def test_resolved_config_is_stored_with_the_run(tmp_path: Path) -> None:
+    cfg = load_config(ControlConfig, overrides={"ledger.batch_size": 2, "max_consecutive_rollbacks": 1})
+    ControlPlane(tmp_path / "run", cfg).close()
+    reopened = ControlPlane(tmp_path / "run")  # no config given: the run's own is used
+    assert reopened.config == cfg
+    with pytest.raises(ConfigError, match="different control config"):
+        ControlPlane(tmp_path / "run", ControlConfig())

@@ -1,0 +1,132 @@
+"""`aios-rl validate episode`: exit 0 for a valid episode, 2 with one line per problem otherwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from aios_rl.cli.main import app
+from aios_rl.contracts.episode import Episode, Observation, Step
+from aios_rl.contracts.errors import ContractError
+from aios_rl.contracts.validate import parse_json_record
+
+runner = CliRunner()
+
+
+def valid_episode() -> dict:
+    step = Step(observation=Observation(text="obs", candidates=["a", "b"]), action="a", logprob=-0.5, entropy=0.6)
+    episode = Episode(
+        environment="shell",
+        task_id="t-1",
+        trajectory=[step],
+        outcome="success",
+        reward=1.0,
+        env_reward=1.0,
+        policy_version="ckpt-0",
+    )
+    return json.loads(episode.model_dump_json())
+
+
+def run_validate(tmp_path: Path, text: str) -> tuple[int, list[str]]:
+    path = tmp_path / "episode.json"
+    path.write_text(text)
+    result = runner.invoke(app, ["validate", "episode", str(path)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    return result.exit_code, lines
+
+
+def test_valid_episode_exits_zero(tmp_path: Path) -> None:
+    code, lines = run_validate(tmp_path, json.dumps(valid_episode()))
+    assert code == 0
+    assert "valid Episode" in lines[-1]
+
+
+def test_truncated_json(tmp_path: Path) -> None:
+    text = json.dumps(valid_episode())
+    code, lines = run_validate(tmp_path, text[: len(text) // 2])
+    assert code == 2
+    assert len(lines) == 1 and "malformed JSON at line 1" in lines[0]
+
+
+def test_missing_field(tmp_path: Path) -> None:
+    data = valid_episode()
+    del data["outcome"]
+    code, lines = run_validate(tmp_path, json.dumps(data))
+    assert code == 2
+    assert lines == ["outcome: got nothing; expected a value (the field is required)"]
+
+
+def test_extra_field(tmp_path: Path) -> None:
+    data = valid_episode() | {"surprise": 42}
+    code, lines = run_validate(tmp_path, json.dumps(data))
+    assert code == 2
+    assert lines == ["surprise: got 42; expected no such field (unknown fields are not allowed)"]
+
+
+def test_wrong_enum_value(tmp_path: Path) -> None:
+    data = valid_episode() | {"outcome": "victory"}
+    code, lines = run_validate(tmp_path, json.dumps(data))
+    assert code == 2
+    assert len(lines) == 1
+    assert lines[0].startswith('outcome: got "victory"; expected input should be')
+    assert "'success'" in lines[0] and "'blocked'" in lines[0]
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_reward(tmp_path: Path, token: str) -> None:
+    text = json.dumps(valid_episode()).replace('"reward": 1.0', f'"reward": {token}')
+    assert token in text
+    code, lines = run_validate(tmp_path, text)
+    assert code == 2
+    assert len(lines) == 1 and lines[0].startswith("reward: got ") and lines[0].endswith("expected a finite number")
+
+
+def test_non_finite_step_reward_names_the_path(tmp_path: Path) -> None:
+    data = valid_episode()
+    text = json.dumps(data).replace('"reward": 0.0', '"reward": NaN')
+    code, lines = run_validate(tmp_path, text)
+    assert code == 2
+    assert lines == ["trajectory.0.reward: got nan; expected a finite number"]
+
+
+def test_step_list_not_a_list(tmp_path: Path) -> None:
+    data = valid_episode() | {"trajectory": {"0": "step"}}
+    code, lines = run_validate(tmp_path, json.dumps(data))
+    assert code == 2
+    assert lines == ['trajectory: got {"0": "step"}; expected input should be a valid list']
+
+
+def test_several_problems_one_line_each(tmp_path: Path) -> None:
+    data = valid_episode() | {"outcome": "victory", "extra": 1}
+    del data["task_id"]
+    code, lines = run_validate(tmp_path, json.dumps(data))
+    assert code == 2
+    assert sorted(line.split(":")[0] for line in lines) == ["extra", "outcome", "task_id"]
+
+
+def test_missing_file_exits_two(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["validate", "episode", str(tmp_path / "nope.json")])
+    assert result.exit_code == 2
+
+
+def test_parse_json_record_raises_contract_error() -> None:
+    with pytest.raises(ContractError) as info:
+        parse_json_record(Episode, "{}")
+    assert len(info.value.problems) >= 5
+
+
+@pytest.mark.parametrize("name", ["episode", "task", "teacher-signal", "comparison"])
+def test_schema_command_prints_json_schema(name: str) -> None:
+    result = runner.invoke(app, ["schema", name])
+    assert result.exit_code == 0
+    schema = json.loads(result.output)
+    assert schema["additionalProperties"] is False
+    assert "schema_version" in schema["properties"]
+
+
+def test_episode_round_trips_through_json() -> None:
+    data = valid_episode()
+    assert json.loads(Episode.model_validate(data).model_dump_json()) == data
