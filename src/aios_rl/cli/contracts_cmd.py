@@ -12,25 +12,32 @@ from pydantic import BaseModel
 from aios_rl.contracts.episode import Comparison, Episode, Task, TeacherSignal
 from aios_rl.contracts.errors import ContractError
 from aios_rl.contracts.validate import parse_json_record
+from aios_rl.envs.shell.task import ShellTaskManifest
 
 
 class RecordName(str, Enum):
     episode = "episode"
     task = "task"
+    task_record = "task-record"
     teacher_signal = "teacher-signal"
     comparison = "comparison"
 
 
 RECORDS: dict[RecordName, type[BaseModel]] = {
     RecordName.episode: Episode,
-    RecordName.task: Task,
+    RecordName.task: ShellTaskManifest,
+    RecordName.task_record: Task,
     RecordName.teacher_signal: TeacherSignal,
     RecordName.comparison: Comparison,
 }
 
 
 def schema(name: RecordName = typer.Argument(..., help="Which contract to print.")) -> None:
-    """Print the JSON Schema of a contract record."""
+    """Print the JSON Schema of a contract record.
+
+    `task` is the on-disk task manifest (`TASK_DIR/manifest.json` next to `TASK_DIR/repo/`);
+    `task-record` is the environment-neutral Task the environments are reset with.
+    """
     typer.echo(json.dumps(RECORDS[name].model_json_schema(), indent=2))
 
 

@@ -1,0 +1,1 @@
+"""Environments: shell bug-fix, browser and orchestrator adapters."""
