@@ -1,0 +1,90 @@
+"""What every student policy offers the rollout engine and the trainers (ARCHITECTURE §7).
+
+A policy chooses actions (``act``) and re-scores recorded actions with gradients (``evaluate``); it owns
+no optimizer — trainers in ``algos/`` hold those. Both students speak the same records so one trainer and
+one rollout engine serve either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from aios_rl.contracts.episode import DecodingRegime, Observation
+
+
+@dataclass(frozen=True)
+class ActionSample:
+    """One action chosen by ``Policy.act``.
+
+    Attributes:
+        action: the action text sent to the environment.
+        index: position of the action in ``observation.candidates`` when chosen among candidates, else None.
+        logprob: log-probability of the action under the sampling distribution (after temperature/top-p).
+        entropy: entropy of the policy's (untempered) action distribution at this step.
+        value: the value head's estimate of the state.
+        hidden: the policy's state summary (a fixed-size vector) for RAIL's context features.
+        token_ids / token_logprobs / loss_mask: LM policies only — the generated tokens.
+    """
+
+    action: str
+    index: int | None
+    logprob: float
+    entropy: float
+    value: float
+    hidden: tuple[float, ...] = ()
+    token_ids: tuple[int, ...] | None = None
+    token_logprobs: tuple[float, ...] | None = None
+    loss_mask: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """``Policy.evaluate`` output for B recorded (observation, action) pairs, with gradients.
+
+    ``candidate_logits``/``candidate_mask`` describe the whole candidate distribution of each row (needed by
+    distillation and the negative-lane KL); rows without candidates are all-masked. For LM policies that
+    generate freely, C may be 0.
+    """
+
+    logprobs: torch.Tensor  # (B,) log pi(action | observation), summed over the action's tokens
+    entropy: torch.Tensor  # (B,)
+    values: torch.Tensor  # (B,)
+    candidate_logits: torch.Tensor  # (B, C), invalid entries masked by candidate_mask
+    candidate_mask: torch.Tensor  # (B, C) bool
+    token_logprobs: torch.Tensor | None = None  # (B, T) LM policies
+    token_mask: torch.Tensor | None = None  # (B, T) LM policies
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A student. ``environment`` ids let one network serve several environments."""
+
+    hidden_size: int
+
+    def act(
+        self,
+        observations: Sequence[Observation],
+        environments: Sequence[str],
+        regime: DecodingRegime,
+        generator: torch.Generator | None = None,
+    ) -> list[ActionSample]: ...
+
+    def evaluate(
+        self,
+        observations: Sequence[Observation],
+        environments: Sequence[str],
+        actions: Sequence[str],
+    ) -> Evaluation: ...
+
+    def parameters(self) -> Any: ...
+
+    def state_dict(self) -> dict[str, torch.Tensor]: ...
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> Any: ...
+
+    def config_dict(self) -> dict[str, Any]: ...

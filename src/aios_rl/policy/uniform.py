@@ -1,0 +1,61 @@
+"""The uniform-random candidate policy: the floor every trained student must clear."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from aios_rl.contracts.episode import DecodingRegime, Observation
+from aios_rl.contracts.errors import PolicyError
+from aios_rl.policy.base import ActionSample, Evaluation
+
+
+class UniformPolicy:
+    """Chooses uniformly among the admissible candidates; has no parameters and learns nothing."""
+
+    hidden_size = 0
+
+    def act(
+        self,
+        observations: Sequence[Observation],
+        environments: Sequence[str],
+        regime: DecodingRegime,
+        generator: torch.Generator | None = None,
+    ) -> list[ActionSample]:
+        samples = []
+        for obs in observations:
+            n = len(obs.candidates)
+            if n == 0:
+                raise PolicyError("the uniform policy needs candidates to choose from")
+            index = int(torch.randint(n, (1,), generator=generator))
+            samples.append(ActionSample(obs.candidates[index], index, -math.log(n), math.log(n), 0.0))
+        return samples
+
+    def evaluate(
+        self, observations: Sequence[Observation], environments: Sequence[str], actions: Sequence[str]
+    ) -> Evaluation:
+        width = max(len(o.candidates) for o in observations)
+        mask = torch.tensor([[i < len(o.candidates) for i in range(width)] for o in observations])  # (B, C)
+        counts = mask.sum(dim=1).float()  # (B,)
+        return Evaluation(
+            logprobs=-counts.log(),
+            entropy=counts.log(),
+            values=torch.zeros(len(observations)),
+            candidate_logits=torch.zeros(len(observations), width),
+            candidate_mask=mask,
+        )
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return []
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        return None
+
+    def config_dict(self) -> dict[str, Any]:
+        return {"kind": "uniform"}
