@@ -1,0 +1,110 @@
+"""Typed training batches built from episodes (SB3 ``RolloutBufferSamples`` style, no dicts of tensors)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from aios_rl.contracts.episode import Episode, Observation
+from aios_rl.contracts.errors import TrainingError
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """The trainable steps of several episodes, flattened (N steps in total)."""
+
+    observations: tuple[Observation, ...]  # (N,)
+    environments: tuple[str, ...]  # (N,)
+    actions: tuple[str, ...]  # (N,)
+    episode_index: torch.Tensor  # (N,) long: which episode of the input each step came from
+    rewards: torch.Tensor  # (N,) step reward; the episode's fused reward is added on its last step
+    dones: torch.Tensor  # (N,) bool: last step of its episode
+    behavior_logprobs: torch.Tensor  # (N,) logprob recorded when the step was sampled
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def subset(self, index: torch.Tensor) -> StepBatch:
+        idx = index.tolist()
+        return StepBatch(
+            observations=tuple(self.observations[i] for i in idx),
+            environments=tuple(self.environments[i] for i in idx),
+            actions=tuple(self.actions[i] for i in idx),
+            episode_index=self.episode_index[index],
+            rewards=self.rewards[index],
+            dones=self.dones[index],
+            behavior_logprobs=self.behavior_logprobs[index],
+        )
+
+
+def trainable(step_observation: Observation, action: str) -> bool:
+    """A step trains a candidate-scoring policy only when its action was one of the offered candidates."""
+    return not step_observation.candidates or action in step_observation.candidates
+
+
+def flatten_episodes(episodes: Sequence[Episode]) -> StepBatch:
+    """Flatten episodes into steps; steps whose action was not admissible (invalid actions) are dropped.
+
+    Raises:
+        TrainingError: when no episode has a trainable step.
+    """
+    obs, envs, actions, ep_idx, rewards, dones, behavior = [], [], [], [], [], [], []
+    for e, episode in enumerate(episodes):
+        steps = [s for s in episode.trajectory if trainable(s.observation, s.action)]
+        for k, step in enumerate(steps):
+            last = k == len(steps) - 1
+            obs.append(step.observation)
+            envs.append(episode.environment)
+            actions.append(step.action)
+            ep_idx.append(e)
+            rewards.append(step.reward + (episode.reward if last else 0.0))
+            dones.append(last)
+            behavior.append(step.logprob)
+    if not actions:
+        raise TrainingError(f"none of the {len(episodes)} episodes has a trainable step")
+    return StepBatch(
+        observations=tuple(obs),
+        environments=tuple(envs),
+        actions=tuple(actions),
+        episode_index=torch.tensor(ep_idx, dtype=torch.long),
+        rewards=torch.tensor(rewards, dtype=torch.float32),
+        dones=torch.tensor(dones, dtype=torch.bool),
+        behavior_logprobs=torch.tensor(behavior, dtype=torch.float32),
+    )
+
+
+@dataclass(frozen=True)
+class DistillBatch:
+    """States with the teacher's reference action (an admissible candidate of that state)."""
+
+    observations: tuple[Observation, ...]  # (M,)
+    environments: tuple[str, ...]  # (M,)
+    targets: tuple[str, ...]  # (M,) candidate text the teacher would choose
+    weights: torch.Tensor  # (M,) teacher confidence
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+
+@dataclass(frozen=True)
+class NegativeBatch:
+    """Negative-lane states: the update is penalised for moving away from the reference policy here."""
+
+    observations: tuple[Observation, ...]  # (K,)
+    environments: tuple[str, ...]  # (K,)
+
+    def __len__(self) -> int:
+        return len(self.observations)
+
+
+def negative_states(episodes: Sequence[Episode]) -> NegativeBatch:
+    """Every candidate-bearing state visited by the given (negative-lane) episodes."""
+    obs, envs = [], []
+    for episode in episodes:
+        for step in episode.trajectory:
+            if step.observation.candidates:
+                obs.append(step.observation)
+                envs.append(episode.environment)
+    return NegativeBatch(tuple(obs), tuple(envs))

@@ -1,0 +1,63 @@
+"""Distillation toward teacher reference actions (the warm start, and the positive-lane term).
+
+Policy distillation: Rusu et al. 2016 (https://arxiv.org/abs/1511.06295). States come from the student's
+own episodes or from the teacher's demonstrations; a state contributes only when the teacher's reference
+action is one of its admissible candidates (a compact student can only choose among those).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from aios_rl.algos.batch import DistillBatch
+from aios_rl.algos.trainer import Trainer, UpdateStats
+from aios_rl.contracts.episode import Episode, Observation
+
+
+def distill_batch_from(
+    items: Sequence[tuple[Observation, str, Sequence[str], float]],
+) -> DistillBatch:
+    """Build a batch from (observation, environment, teacher reference actions, confidence) items.
+
+    The first reference action that is an admissible candidate of the observation is the target; items
+    whose reference actions are all outside the candidates are skipped.
+    """
+    obs, envs, targets, weights = [], [], [], []
+    for observation, environment, references, confidence in items:
+        target = next((r for r in references if r in observation.candidates), None)
+        if target is not None:
+            obs.append(observation)
+            envs.append(environment)
+            targets.append(target)
+            weights.append(confidence)
+    return DistillBatch(tuple(obs), tuple(envs), tuple(targets), torch.tensor(weights, dtype=torch.float32))
+
+
+def distill_from_episodes(episodes: Sequence[Episode]) -> DistillBatch:
+    """Every visited state of episodes whose teacher signal carries reference actions."""
+    items = []
+    for episode in episodes:
+        signal = episode.teacher_signal
+        if signal is None or not signal.reference_actions or signal.status not in ("complete", "fallback_complete"):
+            continue
+        for step in episode.trajectory:
+            items.append((step.observation, episode.environment, signal.reference_actions, signal.confidence))
+    return distill_batch_from(items)
+
+
+def distill_update(trainer: Trainer, distill: DistillBatch, *, generator: torch.Generator) -> UpdateStats:
+    """Supervised steps toward the teacher's reference actions only."""
+    stats = UpdateStats()
+    for idx in trainer.minibatches(len(distill), generator):
+        rows = idx.tolist()
+        sub = DistillBatch(
+            observations=tuple(distill.observations[i] for i in rows),
+            environments=tuple(distill.environments[i] for i in rows),
+            targets=tuple(distill.targets[i] for i in rows),
+            weights=distill.weights[idx],
+        )
+        loss = trainer.auxiliary_loss(sub, None, None, stats)
+        trainer.step(loss, stats)
+    return trainer.finish(stats)

@@ -1,0 +1,118 @@
+"""GRPO-family update (GRPO, Dr. GRPO, RLOO advantages) and the offline replay update.
+
+GRPO: Shao et al. 2024 (https://arxiv.org/abs/2402.03300); Dr. GRPO: Liu et al. 2025
+(https://arxiv.org/abs/2503.20783); RLOO: Ahmadian et al. 2024 (https://arxiv.org/abs/2402.14740).
+Group advantages come from each task's group of episodes; every step of an episode shares its episode's
+advantage. Ratios are taken on the action's summed log-probability (sequence level), which for the
+compact student is the candidate's log-probability and for LM students the sum over the action's tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from aios_rl.algos import advantages, losses
+from aios_rl.algos.batch import DistillBatch, NegativeBatch, flatten_episodes
+from aios_rl.algos.trainer import Trainer, UpdateStats
+from aios_rl.contracts.episode import Episode
+from aios_rl.contracts.errors import TrainingError
+from aios_rl.policy.base import Policy
+
+ESTIMATORS = {
+    "grpo": advantages.grpo_advantages,
+    "dr_grpo": advantages.dr_grpo_advantages,
+    "rloo": advantages.rloo_advantages,
+}
+
+
+def grpo_update(
+    trainer: Trainer,
+    episodes: Sequence[Episode],
+    group_ids: Sequence[int],
+    *,
+    generator: torch.Generator,
+    distill: DistillBatch | None = None,
+    negative: NegativeBatch | None = None,
+    reference: Policy | None = None,
+) -> UpdateStats:
+    """One GRPO update on a fresh batch of grouped episodes (online)."""
+    cfg, policy = trainer.config, trainer.policy
+    if len(episodes) != len(group_ids):
+        raise TrainingError(f"{len(episodes)} episodes but {len(group_ids)} group ids")
+    rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)  # (E,)
+    groups = torch.tensor(list(group_ids), dtype=torch.long)  # (E,)
+    episode_adv = ESTIMATORS[cfg.advantage](rewards, groups)  # (E,)
+    batch = flatten_episodes(episodes)
+    adv = episode_adv[batch.episode_index]  # (N,) each step carries its episode's advantage
+
+    # Old logprobs are recomputed under the current weights (not the tempered sampling logprobs), so the
+    # first minibatch has ratio exactly 1 and the clip acts on what the update itself changes.
+    with torch.no_grad():
+        old = policy.evaluate(batch.observations, batch.environments, batch.actions).logprobs  # (N,)
+        ref = None
+        if cfg.kl_coef > 0 and reference is not None:
+            ref = reference.evaluate(batch.observations, batch.environments, batch.actions).logprobs  # (N,)
+
+    stats = UpdateStats(extras={"zero_adv_fraction": float((adv == 0).float().mean())})
+    for idx in trainer.minibatches(len(batch), generator):
+        mb = batch.subset(idx)
+        ev = policy.evaluate(mb.observations, mb.environments, mb.actions)
+        logprobs = ev.logprobs[:, None]  # (B, 1)
+        mask = torch.ones_like(logprobs, dtype=torch.bool)
+        policy_loss, clip = losses.clipped_surrogate(
+            logprobs, old[idx][:, None], adv[idx][:, None], mask, cfg.eps_low, cfg.eps_high, cfg.agg
+        )
+        loss = policy_loss - cfg.entropy_coef * ev.entropy.mean()
+        if ref is not None:
+            kl = losses.kl_k3(logprobs, ref[idx][:, None]).mean()
+            loss = loss + cfg.kl_coef * kl
+            stats.kl += kl.item()
+        loss = loss + trainer.auxiliary_loss(distill, negative, reference, stats)
+        if stats.steps == 0:
+            stats.first_ratio_mean = clip.ratio_mean
+        stats.policy_loss += policy_loss.item()
+        stats.entropy += ev.entropy.mean().item()
+        stats.clip_fraction += clip.clip_fraction
+        stats.approx_kl += clip.approx_kl
+        trainer.step(loss, stats)
+    return trainer.finish(stats)
+
+
+def offline_update(
+    trainer: Trainer,
+    episodes: Sequence[Episode],
+    staleness: Sequence[int],
+    *,
+    generator: torch.Generator,
+    distill: DistillBatch | None = None,
+    negative: NegativeBatch | None = None,
+    reference: Policy | None = None,
+) -> UpdateStats:
+    """A policy-gradient update from replay-lane episodes collected by older checkpoints.
+
+    Episodes more than ``max_staleness`` updates old are dropped; the rest are reweighted by the
+    importance ratio pi_theta / pi_behaviour (behaviour = the logprob recorded at sampling time), detached
+    and clipped to ``[1/c, c]``. Advantages are rewards centred on the replay batch's mean reward.
+    """
+    cfg, policy = trainer.config, trainer.policy
+    kept = [e for e, age in zip(episodes, staleness) if age <= cfg.max_staleness]
+    stats = UpdateStats(extras={"offline_dropped_stale": float(len(episodes) - len(kept))})
+    if not kept:
+        return stats
+    rewards = torch.tensor([e.reward for e in kept], dtype=torch.float32)  # (E,)
+    batch = flatten_episodes(kept)
+    adv = (rewards - rewards.mean())[batch.episode_index]  # (N,)
+    c = cfg.offline_ratio_clip
+    for idx in trainer.minibatches(len(batch), generator):
+        mb = batch.subset(idx)
+        ev = policy.evaluate(mb.observations, mb.environments, mb.actions)
+        weight = torch.exp(ev.logprobs.detach() - mb.behavior_logprobs).clamp(1.0 / c, c)  # (B,)
+        policy_loss = -(weight * adv[idx] * ev.logprobs).mean()
+        loss = policy_loss - cfg.entropy_coef * ev.entropy.mean()
+        loss = loss + trainer.auxiliary_loss(distill, negative, reference, stats)
+        stats.policy_loss += policy_loss.item()
+        stats.entropy += ev.entropy.mean().item()
+        trainer.step(loss, stats)
+    return trainer.finish(stats)

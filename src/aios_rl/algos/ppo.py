@@ -1,0 +1,89 @@
+"""PPO update: clipped surrogate on GAE advantages with a learned value baseline.
+
+Schulman et al. 2017 (https://arxiv.org/abs/1707.06347); GAE: Schulman et al. 2016
+(https://arxiv.org/abs/1506.02438). Episodes are the rows of a padded (E, T) layout for GAE; the
+terminal reward sits on each episode's last trainable step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from aios_rl.algos import advantages, losses
+from aios_rl.algos.batch import DistillBatch, NegativeBatch, StepBatch, flatten_episodes
+from aios_rl.algos.trainer import Trainer, UpdateStats
+from aios_rl.contracts.episode import Episode
+from aios_rl.policy.base import Policy
+
+
+def _gae_per_step(batch: StepBatch, values: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE over each episode's steps, returned flat in batch order: (advantages (N,), returns (N,))."""
+    n_episodes = int(batch.episode_index.max()) + 1
+    position = torch.zeros_like(batch.episode_index)  # (N,) step position within its episode
+    counts = torch.zeros(n_episodes, dtype=torch.long)
+    for i, e in enumerate(batch.episode_index.tolist()):
+        position[i] = counts[e]
+        counts[e] += 1
+    width = int(counts.max())
+    rewards = torch.zeros(n_episodes, width)  # (E, T)
+    vals = torch.zeros(n_episodes, width)  # (E, T)
+    dones = torch.ones(n_episodes, width, dtype=torch.bool)  # padding counts as done: nothing leaks back
+    rewards[batch.episode_index, position] = batch.rewards
+    vals[batch.episode_index, position] = values
+    dones[batch.episode_index, position] = batch.dones
+    adv, ret = advantages.gae(rewards, vals, dones, torch.zeros(n_episodes), gamma=gamma, lam=lam)
+    return adv[batch.episode_index, position], ret[batch.episode_index, position]
+
+
+def ppo_update(
+    trainer: Trainer,
+    episodes: Sequence[Episode],
+    *,
+    generator: torch.Generator,
+    distill: DistillBatch | None = None,
+    negative: NegativeBatch | None = None,
+    reference: Policy | None = None,
+) -> UpdateStats:
+    """One PPO update on a fresh batch of episodes (online)."""
+    cfg, policy = trainer.config, trainer.policy
+    batch = flatten_episodes(episodes)
+    with torch.no_grad():
+        old_ev = policy.evaluate(batch.observations, batch.environments, batch.actions)
+        old, old_values = old_ev.logprobs, old_ev.values  # (N,), (N,)
+        ref = None
+        if cfg.kl_coef > 0 and reference is not None:
+            ref = reference.evaluate(batch.observations, batch.environments, batch.actions).logprobs
+    adv, returns = _gae_per_step(batch, old_values, cfg.gamma, cfg.lam)
+    if len(adv) > 1:  # per-batch advantage normalisation, as in most PPO implementations
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+
+    stats = UpdateStats()
+    for idx in trainer.minibatches(len(batch), generator):
+        mb = batch.subset(idx)
+        ev = policy.evaluate(mb.observations, mb.environments, mb.actions)
+        logprobs = ev.logprobs[:, None]  # (B, 1)
+        mask = torch.ones_like(logprobs, dtype=torch.bool)
+        policy_loss, clip = losses.clipped_surrogate(
+            logprobs, old[idx][:, None], adv[idx][:, None], mask, cfg.eps_low, cfg.eps_high, cfg.agg
+        )
+        v_loss = losses.value_loss(
+            ev.values[:, None], old_values[idx][:, None], returns[idx][:, None], mask, clip=cfg.value_clip, agg=cfg.agg
+        )
+        loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * ev.entropy.mean()
+        if ref is not None:
+            kl = losses.kl_k3(logprobs, ref[idx][:, None]).mean()
+            loss = loss + cfg.kl_coef * kl
+            stats.kl += kl.item()
+        loss = loss + trainer.auxiliary_loss(distill, negative, reference, stats)
+        if stats.steps == 0:
+            stats.first_ratio_mean = clip.ratio_mean
+        stats.policy_loss += policy_loss.item()
+        stats.value_loss += v_loss.item()
+        stats.entropy += ev.entropy.mean().item()
+        stats.clip_fraction += clip.clip_fraction
+        stats.approx_kl += clip.approx_kl
+        trainer.step(loss, stats)
+    return trainer.finish(stats)
+

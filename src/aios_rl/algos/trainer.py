@@ -1,0 +1,178 @@
+"""What the PPO and GRPO trainers share: config, optimiser, auxiliary loss terms, checkpoint state.
+
+The policy being trained and the algorithm that trains it are different objects (Tianshou's Policy vs
+Algorithm): a trainer holds a policy plus an optimiser and turns batches into updates; rollout code only
+ever holds the policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+
+from aios_rl.algos import losses
+from aios_rl.algos.batch import DistillBatch, NegativeBatch
+from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.errors import TrainingError
+from aios_rl.policy.base import Policy
+from aios_rl.policy.factory import policy_spec
+from aios_rl.storage.checkpoints import capture_rng, flatten_state, restore_rng, unflatten_state
+
+
+class TrainerConfig(ConfigModel):
+    """Update hyperparameters shared by PPO and the GRPO family."""
+
+    algo: Literal["grpo", "ppo"] = Field(default="grpo", description="grpo (group advantages) or ppo (GAE + value).")
+    advantage: Literal["grpo", "dr_grpo", "rloo"] = Field(default="grpo", description="GRPO-family estimator.")
+    lr: float = Field(default=1e-3, gt=0, description="Adam learning rate.")
+    update_epochs: int = Field(default=2, ge=1, description="Passes over each batch per update.")
+    minibatch_size: int = Field(default=64, ge=1, description="Steps per gradient step.")
+    eps_low: float = Field(default=0.2, gt=0, lt=1, description="Lower clip range of the ratio.")
+    eps_high: float = Field(default=0.28, gt=0, description="Upper clip range (DAPO clip-higher).")
+    agg: str = Field(default="token-mean", description="Loss aggregation mode (see algos/losses.AGG_MODES).")
+    kl_coef: float = Field(default=0.0, ge=0, description="Weight of KL(pi || reference) (k3 estimator).")
+    entropy_coef: float = Field(default=0.01, ge=0, description="Entropy bonus weight.")
+    value_coef: float = Field(default=0.5, ge=0, description="PPO value-loss weight.")
+    value_clip: float | None = Field(default=None, description="PPO value clipping range (None: unclipped).")
+    gamma: float = Field(default=1.0, gt=0, le=1, description="Discount for GAE.")
+    lam: float = Field(default=0.95, ge=0, le=1, description="GAE lambda.")
+    distill_coef: float = Field(default=1.0, ge=0, description="Weight of cross-entropy toward teacher actions.")
+    negative_kl_coef: float = Field(default=0.5, ge=0, description="Weight of the negative-lane KL term.")
+    max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
+    offline_ratio_clip: float = Field(
+        default=2.0, gt=1, description="Offline replay: importance ratios pi/behaviour clipped to [1/c, c]."
+    )
+    max_staleness: int = Field(default=4, ge=0, description="Offline replay: drop episodes this many updates old.")
+
+
+@dataclass
+class UpdateStats:
+    """Averages over the gradient steps of one update (metric keys under ``train/``)."""
+
+    loss: float = 0.0
+    policy_loss: float = 0.0
+    value_loss: float = 0.0
+    kl: float = 0.0
+    entropy: float = 0.0
+    distill_loss: float = 0.0
+    negative_kl: float = 0.0
+    clip_fraction: float = 0.0
+    approx_kl: float = 0.0
+    grad_norm: float = 0.0
+    first_ratio_mean: float = float("nan")
+    steps: int = 0
+    extras: dict[str, float] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, float]:
+        keys = ("loss", "policy_loss", "value_loss", "kl", "entropy", "distill_loss", "negative_kl",
+                "clip_fraction", "approx_kl", "grad_norm", "first_ratio_mean")
+        return {f"train/{k}": float(getattr(self, k)) for k in keys} | {f"train/{k}": v for k, v in self.extras.items()}
+
+
+class Trainer:
+    """Holds the policy, its optimiser and (optionally) a frozen reference policy for KL terms."""
+
+    def __init__(self, policy: Policy, config: TrainerConfig | None = None) -> None:
+        self.policy = policy
+        self.config = config or TrainerConfig()
+        if self.config.agg not in losses.AGG_MODES:
+            raise TrainingError(f"trainer.agg must be one of {losses.AGG_MODES}, got {self.config.agg!r}")
+        params = [p for p in policy.parameters() if p.requires_grad]
+        if not params:
+            raise TrainingError("the policy has no trainable parameters")
+        self.optimizer = torch.optim.Adam(params, lr=self.config.lr)
+
+    # -- pieces every update step uses -----------------------------------------------------------
+
+    def minibatches(self, n: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+        """Shuffled index minibatches covering ``n`` items, ``update_epochs`` times."""
+        size = self.config.minibatch_size
+        for _ in range(self.config.update_epochs):
+            order = torch.randperm(n, generator=generator)
+            for start in range(0, n, size):
+                yield order[start : start + size]
+
+    def auxiliary_loss(
+        self,
+        distill: DistillBatch | None,
+        negative: NegativeBatch | None,
+        reference: Policy | None,
+        stats: UpdateStats,
+    ) -> torch.Tensor:
+        """Distillation toward teacher actions + the negative-lane KL toward the pre-update reference."""
+        total = torch.zeros(())
+        if distill is not None and len(distill) and self.config.distill_coef > 0:
+            ev = self.policy.evaluate(distill.observations, distill.environments, distill.targets)
+            target = torch.tensor(
+                [obs.candidates.index(t) for obs, t in zip(distill.observations, distill.targets)], dtype=torch.long
+            )  # (M,)
+            d_loss = losses.distillation_loss(ev.candidate_logits, ev.candidate_mask, target, distill.weights)
+            total = total + self.config.distill_coef * d_loss
+            stats.distill_loss += d_loss.item()
+        if negative is not None and len(negative) and reference is not None and self.config.negative_kl_coef > 0:
+            actions = [obs.candidates[0] for obs in negative.observations]  # any admissible action: logits only
+            ev = self.policy.evaluate(negative.observations, negative.environments, actions)
+            with torch.no_grad():
+                ref = reference.evaluate(negative.observations, negative.environments, actions)
+            n_kl = losses.negative_lane_kl(ev.candidate_logits, ref.candidate_logits, ev.candidate_mask)
+            total = total + self.config.negative_kl_coef * n_kl
+            stats.negative_kl += n_kl.item()
+        return total
+
+    def step(self, loss: torch.Tensor, stats: UpdateStats) -> None:
+        if not torch.isfinite(loss):
+            raise TrainingError(f"non-finite loss {loss.item()}; the update is abandoned")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        norm = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+        self.optimizer.step()
+        stats.loss += loss.item()
+        stats.grad_norm += norm.item()
+        stats.steps += 1
+
+    @staticmethod
+    def finish(stats: UpdateStats) -> UpdateStats:
+        """Turn the per-step sums into means."""
+        n = max(stats.steps, 1)
+        for name in ("loss", "policy_loss", "value_loss", "kl", "entropy", "distill_loss", "negative_kl",
+                     "clip_fraction", "approx_kl", "grad_norm"):
+            setattr(stats, name, getattr(stats, name) / n)
+        return stats
+
+    # -- checkpoint state ----------------------------------------------------------------------------
+
+    def state_tensors(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """Weights, optimiser state and RNG as flat tensors + a JSON structure for ``meta.json``."""
+        tensors = {f"policy/{k}": v for k, v in self.policy.state_dict().items()}
+        optim_tensors, optim_structure = flatten_state("optim", self.optimizer.state_dict())
+        rng_tensors, rng_structure = flatten_state("rng", capture_rng())
+        meta = {
+            "optimizer": optim_structure,
+            "rng": rng_structure,
+            "trainer_config": self.config.model_dump(mode="json"),
+            "policy": policy_spec(self.policy),
+        }
+        return tensors | optim_tensors | rng_tensors, meta
+
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any], *, rng: bool = True) -> None:
+        policy_state = {k.removeprefix("policy/"): v for k, v in tensors.items() if k.startswith("policy/")}
+        self.policy.load_state_dict(policy_state)
+        if "optimizer" in meta:
+            self.optimizer.load_state_dict(unflatten_state("optim", tensors, meta["optimizer"]))
+        if rng and "rng" in meta:
+            restore_rng(unflatten_state("rng", tensors, meta["rng"]))
+
+
+def load_policy_weights(policy: Policy, tensors: dict[str, torch.Tensor]) -> None:
+    """Load only the policy part of a checkpoint (evaluation, reference copies)."""
+    policy.load_state_dict({k.removeprefix("policy/"): v for k, v in tensors.items() if k.startswith("policy/")})
+
+
+def mean_or_nan(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan

@@ -1,0 +1,1 @@
+"""Rollout generation: groups of episodes, batched policy inference, budgets, branching, RAIL."""

@@ -1,0 +1,173 @@
+"""PPO, GRPO, offline and distillation updates on the real compact student with synthetic episodes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from aios_rl.algos.batch import flatten_episodes, negative_states
+from aios_rl.algos.distill import distill_batch_from, distill_update
+from aios_rl.algos.grpo import grpo_update, offline_update
+from aios_rl.algos.ppo import ppo_update
+from aios_rl.algos.trainer import Trainer, TrainerConfig
+from aios_rl.contracts.episode import Episode, Observation, Step
+from aios_rl.contracts.errors import TrainingError
+from aios_rl.policy.compact import CompactStudent, CompactStudentConfig
+
+SMALL = CompactStudentConfig(buckets=2**12, embed_dim=16, hidden_size=16, mlp_size=32)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def obs(task: int, step: int) -> Observation:
+    cands = [f"patch fix-{task}-{k}" for k in range(4)] + ["stop done"]
+    return Observation(text=f"task {task} step {step} tests failing", candidates=cands,
+                       candidate_features=[{"kind_patch": 1.0}] * 4 + [{"kind_stop": 1.0}])
+
+
+def episode(task: int, actions: list[str], reward: float) -> Episode:
+    steps = [Step(observation=obs(task, k), action=a, logprob=-1.6, entropy=1.6) for k, a in enumerate(actions)]
+    return Episode(environment="shell", task_id=f"t{task}", trajectory=steps, outcome="success" if reward > 0 else "failure",
+                   reward=reward, env_reward=reward, policy_version="c0")
+
+
+def grouped(rng: random.Random) -> tuple[list[Episode], list[int]]:
+    """Task t is solved by `patch fix-t-0`; others fail."""
+    episodes, groups = [], []
+    for t in range(4):
+        for _ in range(4):
+            k = rng.randrange(4)
+            action = f"patch fix-{t}-{k}"
+            episodes.append(episode(t, [action], 1.0 if k == 0 else -1.0))
+            groups.append(t)
+    return episodes, groups
+
+
+def prob_of(policy: CompactStudent, task: int, action: str) -> float:
+    with torch.no_grad():
+        ev = policy.evaluate([obs(task, 0)], ["shell"], [action])
+    return ev.logprobs.exp().item()
+
+
+def test_first_minibatch_ratio_is_one_and_parameters_change() -> None:
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig(minibatch_size=1000, update_epochs=1))
+    before = [p.detach().clone() for p in policy.parameters()]
+    episodes, groups = grouped(random.Random(0))
+    stats = grpo_update(trainer, episodes, groups, generator=torch.Generator().manual_seed(0))
+    assert stats.first_ratio_mean == pytest.approx(1.0, abs=1e-6)
+    assert stats.approx_kl == pytest.approx(0.0, abs=1e-7)  # a single minibatch: measured before the step
+    assert any(not torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+
+
+def test_grpo_learns_the_rewarded_action() -> None:
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig(lr=3e-3, minibatch_size=16, update_epochs=2))
+    rng = random.Random(1)
+    start = sum(prob_of(policy, t, f"patch fix-{t}-0") for t in range(4)) / 4
+    for i in range(15):
+        episodes, groups = grouped(rng)
+        grpo_update(trainer, episodes, groups, generator=torch.Generator().manual_seed(i))
+    end = sum(prob_of(policy, t, f"patch fix-{t}-0") for t in range(4)) / 4
+    assert start < 0.35 and end > start + 0.3
+
+
+def test_ppo_loss_decreases_on_a_fixed_batch_and_learns() -> None:
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig(algo="ppo", lr=3e-3, minibatch_size=64, update_epochs=1))
+    episodes, _ = grouped(random.Random(2))
+    losses = [ppo_update(trainer, episodes, generator=torch.Generator().manual_seed(i)).loss for i in range(12)]
+    assert losses[-1] < losses[0]
+    stats = ppo_update(trainer, episodes, generator=torch.Generator().manual_seed(99))
+    assert stats.first_ratio_mean == pytest.approx(1.0, abs=1e-6)
+    assert stats.value_loss >= 0
+
+
+def test_distillation_warm_start_reaches_the_teacher_action() -> None:
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig(lr=3e-3, minibatch_size=8))
+    items = [(obs(t, 0), "shell", [f"patch fix-{t}-2"], 1.0) for t in range(4)]
+    items.append((obs(9, 0), "shell", ["not a candidate"], 1.0))  # skipped: the student cannot choose it
+    batch = distill_batch_from(items)
+    assert len(batch) == 4
+    for i in range(40):
+        stats = distill_update(trainer, batch, generator=torch.Generator().manual_seed(i))
+    assert stats.distill_loss < 0.5
+    assert all(prob_of(policy, t, f"patch fix-{t}-2") > 0.6 for t in range(4))
+
+
+def test_negative_lane_kl_holds_the_policy_near_the_reference() -> None:
+    torch.manual_seed(0)
+    reference = CompactStudent(SMALL)
+    free = CompactStudent(SMALL)
+    anchored = CompactStudent(SMALL)
+    free.load_state_dict(reference.state_dict())
+    anchored.load_state_dict(reference.state_dict())
+    rng = random.Random(3)
+    batches = [grouped(rng) for _ in range(6)]
+    negative = negative_states([episode(t, [f"patch fix-{t}-1"], -1.0) for t in range(4)])
+
+    @torch.no_grad()
+    def drift(policy: CompactStudent) -> float:
+        ev = policy.evaluate(negative.observations, negative.environments, [o.candidates[0] for o in negative.observations])
+        ref = reference.evaluate(negative.observations, negative.environments, [o.candidates[0] for o in negative.observations])
+        return float((ev.candidate_logits.log_softmax(-1).exp() - ref.candidate_logits.log_softmax(-1).exp()).abs().sum())
+
+    t_free = Trainer(free, TrainerConfig(lr=3e-3, negative_kl_coef=0.0))
+    t_anch = Trainer(anchored, TrainerConfig(lr=3e-3, negative_kl_coef=20.0))
+    for i, (eps, groups) in enumerate(batches):
+        grpo_update(t_free, eps, groups, generator=torch.Generator().manual_seed(i))
+        stats = grpo_update(t_anch, eps, groups, generator=torch.Generator().manual_seed(i), negative=negative, reference=reference)
+    assert stats.negative_kl >= 0
+    assert drift(anchored) < drift(free)
+
+
+def test_offline_update_drops_stale_and_clips_ratios() -> None:
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig(max_staleness=2))
+    episodes, _ = grouped(random.Random(4))
+    stats = offline_update(trainer, episodes, [0] * 8 + [5] * 8, generator=torch.Generator().manual_seed(0))
+    assert stats.extras["offline_dropped_stale"] == 8
+    assert stats.steps > 0
+    all_stale = offline_update(trainer, episodes, [9] * 16, generator=torch.Generator().manual_seed(0))
+    assert all_stale.steps == 0
+
+
+def test_flatten_puts_the_episode_reward_on_the_last_step() -> None:
+    ep = episode(0, ["patch fix-0-1", "patch fix-0-0"], 1.0)
+    bad = ep.model_copy(update={"trajectory": [*ep.trajectory, Step(observation=obs(0, 2), action="rm -rf /", logprob=0.0, entropy=0.0)]})
+    batch = flatten_episodes([bad])
+    assert len(batch) == 2  # the inadmissible action is dropped
+    assert batch.rewards.tolist() == [0.0, 1.0] and batch.dones.tolist() == [False, True]
+    with pytest.raises(TrainingError):
+        flatten_episodes([])
+
+
+def test_trainer_state_round_trips_through_a_checkpoint(tmp_path) -> None:
+    from aios_rl.storage.checkpoints import CheckpointStore
+
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig())
+    episodes, groups = grouped(random.Random(5))
+    grpo_update(trainer, episodes, groups, generator=torch.Generator().manual_seed(0))
+    tensors, meta = trainer.state_tensors()
+    store = CheckpointStore(tmp_path)
+    store.save("c1", tensors, meta)
+    loaded_t, loaded_m = store.load("c1")
+    fresh = Trainer(CompactStudent(SMALL.model_copy(update={"seed": 9})), TrainerConfig())
+    fresh.load_state_tensors(loaded_t, loaded_m)
+    for a, b in zip(policy.state_dict().values(), fresh.policy.state_dict().values()):
+        assert torch.equal(a, b)
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    s1 = grpo_update(trainer, episodes, groups, generator=g1)
+    s2 = grpo_update(fresh, episodes, groups, generator=g2)
+    assert s1.loss == pytest.approx(s2.loss, rel=1e-5)
+    assert loaded_m["policy"]["kind"] == "compact"
