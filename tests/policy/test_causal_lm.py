@@ -1,0 +1,331 @@
+"""Tests of the causal-LM student on a tiny random Qwen2 built locally (no download)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from aios_rl.contracts.episode import DecodingRegime, Observation
+from aios_rl.contracts.errors import PolicyError
+from aios_rl.policy.base import Policy
+from aios_rl.policy.causal_lm import CausalLMStudent, CausalLMStudentConfig, sampling_logprobs
+from aios_rl.policy.lm_prompt import (
+    TRUNCATION_MARK,
+    build_prompt_ids,
+    candidate_response,
+    parse_action_json,
+    system_message,
+    user_message,
+)
+from aios_rl.policy.tiny_lm import build_tiny_lm
+
+ENV = "shell"
+OBSERVATIONS = [
+    Observation(text="FAILED test_mean: 2.5 != 3.0", candidates=["run pytest -q", "read stats.py", "stop"]),
+    Observation(text="1 failed, 4 passed", candidates=['{"action": "read", "path": "a.py"}', "stop"]),
+    Observation(text="all tests pass", candidates=["stop", "run pytest -q", "read the test file", "x"]),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    # The model is tiny: intra-op threads only add overhead, and on a busy machine they multiply it.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_lm(tmp_path_factory.mktemp("tiny-lm"))
+
+
+def student(model_dir: Path, **overrides: object) -> CausalLMStudent:
+    return CausalLMStudent(CausalLMStudentConfig(model_path=str(model_dir), **overrides))
+
+
+def manual_token_logprobs(
+    s: CausalLMStudent, obs: Observation, answer: list[int], with_candidates: bool, temperature: float = 1.0
+) -> list[float]:
+    """log p(answer token | prefix) from one unpadded forward pass over an independently built prompt."""
+    messages = [
+        {"role": "system", "content": system_message(ENV, with_candidates)},
+        {"role": "user", "content": user_message(obs.text, obs.candidates if with_candidates else [])},
+    ]
+    text = s.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    prompt = s.tokenizer(text, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = s.model(input_ids=torch.tensor([prompt + answer])).logits[0].float()  # (L, V)
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    positions = range(len(prompt) - 1, len(prompt) + len(answer) - 1)
+    return [float(logp[t, tok]) for t, tok in zip(positions, answer)]
+
+
+def test_tiny_lm_is_deterministic_and_offline(tmp_path: Path, model_dir: Path) -> None:
+    other = build_tiny_lm(tmp_path / "same")
+    changed = build_tiny_lm(tmp_path / "changed", seed=1)
+    a, b, c = (student(d).model.get_input_embeddings().weight for d in (model_dir, other, changed))
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+    s = student(model_dir)
+    assert s.hidden_size == 32
+    text = "héllo ☃ {}"
+    assert s.tokenizer.decode(s.tokenizer(text)["input_ids"]) == text  # byte-level BPE: nothing is UNK
+
+
+def test_score_act_records_match_manual_forward(model_dir: Path) -> None:
+    s = student(model_dir)
+    samples = s.act(OBSERVATIONS, [ENV] * 3, DecodingRegime(), torch.Generator().manual_seed(0))
+    for obs, sample in zip(OBSERVATIONS, samples):
+        assert sample.index is not None and sample.action == obs.candidates[sample.index]
+        answer = s.tokenizer(candidate_response(sample.action), add_special_tokens=False)["input_ids"]
+        assert list(sample.token_ids) == answer + [s.tokenizer.eos_token_id]
+        manual = manual_token_logprobs(s, obs, list(sample.token_ids), with_candidates=True)
+        assert sample.token_logprobs == pytest.approx(manual, abs=1e-4)
+        assert sample.loss_mask == (1,) * len(sample.token_ids)
+        # The candidate distribution is the softmax of the candidates' summed answer log-probs.
+        sums = []
+        for c in obs.candidates:
+            ids = s.tokenizer(candidate_response(c), add_special_tokens=False)["input_ids"] + [s.eos_id]
+            sums.append(sum(manual_token_logprobs(s, obs, ids, with_candidates=True)))
+        expected = torch.log_softmax(torch.tensor(sums, dtype=torch.float64), 0)
+        assert sample.logprob == pytest.approx(float(expected[sample.index]), abs=1e-4)
+        assert len(sample.hidden) == s.hidden_size
+
+
+def test_score_act_equals_evaluate_at_unit_temperature(model_dir: Path) -> None:
+    s = student(model_dir, forward_batch_size=2)  # rows of one observation span several chunks
+    samples = s.act(OBSERVATIONS, [ENV] * 3, DecodingRegime(), torch.Generator().manual_seed(1))
+    ev = s.evaluate(OBSERVATIONS, [ENV] * 3, [x.action for x in samples])
+    assert ev.logprobs.shape == ev.entropy.shape == ev.values.shape == (3,)
+    assert ev.candidate_logits.shape == ev.candidate_mask.shape == (3, 4)
+    assert ev.candidate_mask.sum(1).tolist() == [3, 2, 4]
+    assert ev.logprobs.tolist() == pytest.approx([x.logprob for x in samples], abs=1e-5)
+    assert ev.entropy.tolist() == pytest.approx([x.entropy for x in samples], abs=1e-5)
+    assert ev.values.tolist() == pytest.approx([x.value for x in samples], abs=1e-6)
+    for row, sample in enumerate(samples):
+        n = len(sample.token_ids)
+        assert ev.token_mask[row].sum() == n
+        assert ev.token_logprobs[row, :n].tolist() == pytest.approx(sample.token_logprobs, abs=1e-5)
+
+
+def test_score_act_uses_the_regime(model_dir: Path) -> None:
+    s = student(model_dir, length_normalize=True)
+    regime = DecodingRegime(temperature=2.0)
+    samples = s.act(OBSERVATIONS, [ENV] * 3, regime, torch.Generator().manual_seed(2))
+    ev = s.evaluate(OBSERVATIONS, [ENV] * 3, [x.action for x in samples])
+    for row, sample in enumerate(samples):
+        real = ev.candidate_logits[row][ev.candidate_mask[row]].detach()  # padding entries are 0, not -inf
+        tempered = torch.log_softmax(real / 2.0, 0)
+        assert sample.logprob == pytest.approx(float(tempered[sample.index]), abs=1e-5)
+    again = s.act(OBSERVATIONS, [ENV] * 3, regime, torch.Generator().manual_seed(2))
+    assert again == samples  # same generator seed, same draws
+    # length_normalize divides each candidate's summed log-prob by its answer's token count
+    plain = student(model_dir).evaluate(OBSERVATIONS, [ENV] * 3, [x.action for x in samples])
+    for row, obs in enumerate(OBSERVATIONS):
+        counts = [len(s.tokenizer(candidate_response(c))["input_ids"]) + 1 for c in obs.candidates]  # + EOS
+        normalised = ev.candidate_logits[row, : len(counts)].detach()
+        expected = plain.candidate_logits[row, : len(counts)].detach() / torch.tensor(counts)
+        assert torch.allclose(normalised, expected, atol=1e-5)
+
+
+def test_sampling_logprobs_by_hand() -> None:
+    logits = torch.tensor([0.5, 0.3, 0.2]).log()
+    assert sampling_logprobs(logits, 1.0, 1.0).exp().tolist() == pytest.approx([0.5, 0.3, 0.2])
+    assert sampling_logprobs(logits, 1.0, 0.6).exp().tolist() == pytest.approx([0.625, 0.375, 0.0])
+    assert sampling_logprobs(logits, 1.0, 0.45).exp().tolist() == pytest.approx([1.0, 0.0, 0.0])
+    hot = torch.tensor([0.5**0.5, 0.3**0.5, 0.2**0.5])
+    assert sampling_logprobs(logits, 2.0, 1.0).exp().tolist() == pytest.approx((hot / hot.sum()).tolist())
+
+
+def test_generate_records_match_manual_forward(model_dir: Path) -> None:
+    s = student(model_dir, mode="generate", max_new_tokens=12)
+    obs = [Observation(text="1 failed"), Observation(text="2 failed, 3 passed")]
+    regime = DecodingRegime(temperature=0.7, top_p=1.0)
+    samples = s.act(obs, [ENV] * 2, regime, torch.Generator().manual_seed(0))
+    for o, sample in zip(obs, samples):
+        ids = list(sample.token_ids)
+        assert 1 <= len(ids) <= 12 and sample.loss_mask == (1,) * len(ids)
+        text_ids = ids[:-1] if ids[-1] in s.stop_ids else ids
+        assert sample.action == s.tokenizer.decode(text_ids, skip_special_tokens=False)
+        manual = manual_token_logprobs(s, o, ids, with_candidates=False, temperature=0.7)
+        assert sample.token_logprobs == pytest.approx(manual, abs=1e-4)
+        assert sample.logprob == pytest.approx(sum(manual), abs=1e-3)
+    # evaluate scores the recorded tokens under the untempered model
+    ev = s.evaluate(obs, [ENV] * 2, [x.action for x in samples], [x.token_ids for x in samples])
+    assert ev.candidate_logits.shape == (2, 0) and ev.candidate_mask.shape == (2, 0)
+    for row, (o, sample) in enumerate(zip(obs, samples)):
+        manual = manual_token_logprobs(s, o, list(sample.token_ids), with_candidates=False)
+        n = len(manual)
+        assert ev.token_logprobs[row, :n].tolist() == pytest.approx(manual, abs=1e-4)
+        assert ev.token_mask[row].tolist() == [True] * n + [False] * (ev.token_mask.shape[1] - n)
+        assert float(ev.logprobs[row].detach()) == pytest.approx(sum(manual), abs=1e-3)
+
+
+def test_generate_learns_a_json_answer_and_stops(model_dir: Path) -> None:
+    s = student(model_dir, mode="generate", max_new_tokens=24)
+    obs, target = [Observation(text="all tests pass")], '{"action": "stop"}'
+    [before] = s.act(obs, [ENV], DecodingRegime(top_p=0.01))
+    assert parse_action_json(before.action) is None
+    assert s.last_act_metrics["policy/invalid_action_frac"] == 1.0
+    optimizer = torch.optim.Adam(s.parameters(), lr=3e-2)
+    for _ in range(15):  # supervised warm-up: maximise log p(target + EOS)
+        loss = -s.evaluate(obs, [ENV], [target]).logprobs.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    [sample] = s.act(obs, [ENV], DecodingRegime(top_p=0.01))  # a nucleus this small is greedy decoding
+    assert sample.action == target and sample.token_ids[-1] == s.eos_id
+    assert sample.logprob == 0.0  # every greedy token has probability 1 under the sampling distribution
+    assert parse_action_json(sample.action) == {"action": "stop"}
+    assert s.last_act_metrics["policy/invalid_action_frac"] == 0.0
+    # The greedy answer is the canonical tokenization: evaluating from the text alone gives the same tokens.
+    from_text = s.evaluate(obs, [ENV], [sample.action])
+    from_ids = s.evaluate(obs, [ENV], [sample.action], [sample.token_ids])
+    assert torch.equal(from_text.token_logprobs, from_ids.token_logprobs)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"action": "stop"}', {"action": "stop"}),
+        ('```json\n{"action": "run", "cmd": "pytest -q"}\n```', {"action": "run", "cmd": "pytest -q"}),
+        ('Sure! {"action": "read", "path": "a.py"} then I patch it.', {"action": "read", "path": "a.py"}),
+        ('{"thought": "hm"} {"action": "stop"}', {"action": "stop"}),
+        ('{"action": "patch", "at": {"line": 3}} {"action": "stop"}', {"action": "patch", "at": {"line": 3}}),
+        ('{"action": "run", "cmd": "ls"', None),
+        ("{'action': 'stop'}", None),
+        ('{"cmd": "ls"}', None),
+        ("no json here", None),
+        ("", None),
+    ],
+)
+def test_parse_action_json(text: str, expected: dict | None) -> None:
+    assert parse_action_json(text) == expected
+
+
+def test_candidate_response() -> None:
+    assert candidate_response("pytest -q") == '{"action": "pytest -q"}'
+    assert candidate_response('say "hi"') == '{"action": "say \\"hi\\""}'
+    assert candidate_response('{"action": "read", "path": "a.py"}') == '{"action": "read", "path": "a.py"}'
+    assert candidate_response('{"path": "a.py"}') == '{"action": "{\\"path\\": \\"a.py\\"}"}'
+
+
+def test_long_observation_keeps_its_end(model_dir: Path) -> None:
+    s = student(model_dir)
+    text = "START " + " ".join(f"line{i}" for i in range(400)) + " THE-END"
+    ids, truncated = build_prompt_ids(s.tokenizer, ENV, text, ["stop"], max_tokens=160)
+    decoded = s.tokenizer.decode(ids)
+    assert truncated and len(ids) <= 160
+    assert "THE-END" in decoded and "START" not in decoded and TRUNCATION_MARK in decoded
+    short, cut = build_prompt_ids(s.tokenizer, ENV, "short", ["stop"], max_tokens=160)
+    assert not cut and "short" in s.tokenizer.decode(short)
+    with pytest.raises(PolicyError, match="max_prompt_tokens"):
+        build_prompt_ids(s.tokenizer, ENV, text, ["stop"], max_tokens=20)
+
+
+def checkpoint_round_trip(model_dir: Path, **config: object) -> dict[str, torch.Tensor]:
+    trained = student(model_dir, **config)
+    optimizer = torch.optim.Adam(trained.parameters(), lr=1e-2)
+    for _ in range(3):
+        ev = trained.evaluate(OBSERVATIONS, [ENV] * 3, ["stop", "stop", "stop"])
+        optimizer.zero_grad()
+        (-ev.logprobs.sum() + ev.values.pow(2).sum()).backward()
+        optimizer.step()
+    fresh = student(model_dir, **{**config, "seed": 7})
+    before = fresh.evaluate(OBSERVATIONS, [ENV] * 3, ["stop"] * 3)
+    expected = trained.evaluate(OBSERVATIONS, [ENV] * 3, ["stop"] * 3)
+    assert not torch.allclose(before.logprobs, expected.logprobs, atol=1e-4)  # training changed something
+    fresh.load_state_dict({k: v.clone() for k, v in trained.state_dict().items()})
+    after = fresh.evaluate(OBSERVATIONS, [ENV] * 3, ["stop"] * 3)
+    assert torch.allclose(after.logprobs, expected.logprobs, atol=1e-6)
+    assert torch.allclose(after.values, expected.values, atol=1e-6)
+    assert torch.allclose(after.token_logprobs, expected.token_logprobs, atol=1e-6)
+    return trained.state_dict()
+
+
+def test_checkpoint_round_trip_full_and_lora(model_dir: Path) -> None:
+    full = checkpoint_round_trip(model_dir)
+    lora = checkpoint_round_trip(model_dir, lora=True, lora_r=2)
+    assert all("lora_" in k or k.startswith("value_head.") for k in lora)
+    n_full, n_lora = (sum(t.numel() for t in state.values()) for state in (full, lora))
+    assert n_lora < 0.15 * n_full
+    with pytest.raises(PolicyError, match="does not fit"):
+        student(model_dir).load_state_dict(lora)
+
+
+def test_missing_model_is_never_downloaded(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="never downloads"):
+        CausalLMStudent(CausalLMStudentConfig(model_path=str(tmp_path / "absent")))
+    started = time.monotonic()
+    with pytest.raises(PolicyError, match="never downloads"):
+        CausalLMStudent(CausalLMStudentConfig(model_path="aios-rl-test/not-a-cached-model"))
+    assert time.monotonic() - started < 5.0  # a cache miss fails at once: no network retries
+    with pytest.raises(PolicyError, match="model_path is empty"):
+        CausalLMStudent(CausalLMStudentConfig())
+
+
+def test_lora_gradients_reach_adapters_not_base(model_dir: Path) -> None:
+    s = student(model_dir, lora=True)
+    trainable = list(s.parameters())
+    assert {p.data_ptr() for p in trainable} == {t.data_ptr() for t in s.state_dict().values()}
+    ev = s.evaluate(OBSERVATIONS, [ENV] * 3, ["stop"] * 3)
+    (-ev.logprobs.sum() + ev.values.sum()).backward()
+    named = dict(s.model.named_parameters())
+    lora_b = [p for n, p in named.items() if "lora_B" in n]
+    base = [p for n, p in named.items() if "lora_" not in n]
+    assert lora_b and base
+    # lora_B starts at 0, which makes lora_A's first gradient 0: B is where a gradient must show.
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in lora_b)
+    assert all(not p.requires_grad and p.grad is None for p in base)
+    assert s.value_head.weight.grad is not None and s.value_head.weight.grad.abs().sum() > 0
+
+
+def test_optimizer_steps_raise_target_candidate(model_dir: Path) -> None:
+    s = student(model_dir, lora=True, lora_r=8)
+    obs = OBSERVATIONS[:1]
+    start = s.evaluate(obs, [ENV], ["stop"])
+    target = int(start.candidate_logits[0].argmin())  # the least likely candidate
+    action = obs[0].candidates[target]
+    optimizer = torch.optim.Adam(s.parameters(), lr=1e-2)
+    p_before = float(s.evaluate(obs, [ENV], [action]).logprobs.detach().exp())
+    for _ in range(10):
+        loss = -s.evaluate(obs, [ENV], [action]).logprobs.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    p_after = float(s.evaluate(obs, [ENV], [action]).logprobs.detach().exp())
+    # Summed answer log-probs make the random model's candidate distribution very peaked (p_before ~ 1e-10).
+    assert p_after > max(1000 * p_before, 0.25), (p_before, p_after)
+
+
+def test_misuse_raises_policy_error(model_dir: Path) -> None:
+    s = student(model_dir)
+    assert isinstance(s, Policy)
+    with pytest.raises(PolicyError, match="needs candidates"):
+        s.act([Observation(text="x")], [ENV], DecodingRegime())
+    with pytest.raises(PolicyError, match="not among"):
+        s.evaluate(OBSERVATIONS[:1], [ENV], ["rm -rf /"])
+    with pytest.raises(PolicyError, match="one per observation"):
+        s.act(OBSERVATIONS, [ENV], DecodingRegime())
+    assert CausalLMStudentConfig.model_validate(s.config_dict()) == s.config
+    assert math.isfinite(s.act(OBSERVATIONS[:1], [ENV], DecodingRegime())[0].logprob)
+
+
+def test_duplicate_candidates_are_one_action(model_dir: Path) -> None:
+    s = student(model_dir)
+    obs = [Observation(text="1 failed", candidates=["stop", "run pytest -q", "stop"])]
+    ev = s.evaluate(obs, [ENV], ["stop"])
+    logp = torch.log_softmax(ev.candidate_logits[0].detach(), 0)
+    assert float(logp[0]) == pytest.approx(float(logp[2]), abs=1e-6)
+    assert float(ev.logprobs[0].detach()) == pytest.approx(math.log(2) + float(logp[0]), abs=1e-5)
+    generator = torch.Generator().manual_seed(0)
+    draws = [s.act(obs, [ENV], DecodingRegime(), generator)[0] for _ in range(6)]
+    stops = [d for d in draws if d.action == "stop"]
+    assert stops and all(d.logprob == pytest.approx(float(ev.logprobs[0].detach()), abs=1e-5) for d in stops)
