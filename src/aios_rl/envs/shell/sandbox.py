@@ -80,6 +80,12 @@ class SandboxConfig(BaseModel):
     tmpfs_size_bytes: int = Field(default=256 * _MIB, description="Size of each tmpfs: /tmp, /dev/shm, HOME.")
     workdir_mount: str = Field(default="/aios-task/repo", description="The task copy's path inside (the cwd).")
     python_hash_seed: int = Field(default=0, description="PYTHONHASHSEED inside, so hash orders repeat.")
+    env: tuple[tuple[str, str], ...] = Field(
+        # Plugin autoload costs ~0.5 s per pytest start (hypothesis alone) and task repos need core pytest
+        # only; a task that needs a plugin can set this to () or load it explicitly with `-p NAME`.
+        default=(("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1"),),
+        description="Extra environment variables set inside (the environment is otherwise cleared).",
+    )
     extra_ro_paths: tuple[str, ...] = Field(
         default=(), description="More host paths bound read-only at the same path (e.g. a toolchain in /opt)."
     )
@@ -305,6 +311,7 @@ class Sandbox:
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONHASHSEED": str(self.config.python_hash_seed),
+            **dict(self.config.env),
         }
         args = ["--clearenv"]
         for key, value in env.items():
