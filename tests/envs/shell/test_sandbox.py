@@ -100,7 +100,8 @@ def test_environment_is_cleared_to_the_minimal_set(
 ) -> None:
     monkeypatch.setenv("AIOS_RL_HOST_SECRET", "do-not-leak")
     env = _run_json(sandbox, "import json, os; print(json.dumps(dict(os.environ)))", task_copy)
-    assert set(env) <= {"PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PWD"}
+    assert set(env) <= {"PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PWD",
+                        "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
     assert env["PYTHONDONTWRITEBYTECODE"] == "1" and env["PYTHONHASHSEED"] == "0"
     assert env["HOME"] != str(Path.home())
 
