@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from aios_rl.cli import contracts_cmd, demo_cmd, lineage_cmd
+from aios_rl.cli import contracts_cmd, demo_cmd, lineage_cmd, shell_cmd, teacher_cmd, train_cmd
 from aios_rl.contracts.errors import AiosRlError
 
 app = typer.Typer(
@@ -21,6 +21,10 @@ app.command("schema")(contracts_cmd.schema)
 app.command("validate")(contracts_cmd.validate)
 app.add_typer(lineage_cmd.app, name="lineage")
 app.add_typer(demo_cmd.app, name="demo")
+shell_cmd.app.command("train")(train_cmd.train)
+shell_cmd.app.command("eval")(train_cmd.evaluate)
+app.add_typer(shell_cmd.app, name="shell")
+app.add_typer(teacher_cmd.app, name="teacher")
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ EventKind = Literal[
     "epoch.closed",
     "lineage.rolled_back",
     "lineage.unfrozen",
+    "teacher.alarm",
 ]
 
 
@@ -61,6 +62,7 @@ class ControlState(Record):
     ledger: LedgerState = Field(default_factory=LedgerState)
     replay: ReplayPool = Field(default_factory=ReplayPool)
     episodes_recorded: int = 0
+    alarms: int = Field(default=0, description="Teacher-disagreement alarms raised (ledger events).")
     applied: int = Field(default=0, description="Number of events folded into this state.")
 
 
@@ -68,7 +70,7 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
     """Fold one event into the state. Raises LineageError/LedgerError if the transition is not allowed."""
     p = event.payload
     lin, led, pool = state.lineage, state.ledger, state.replay
-    recorded = state.episodes_recorded
+    recorded, alarms = state.episodes_recorded, state.alarms
     match event.kind:
         case "checkpoint.registered":
             lin = lineage.register(lin, CheckpointRecord.model_validate(p["checkpoint"]))
@@ -121,10 +123,12 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
             led = ledger.close_manual(led, "manual_rollback")
         case "lineage.unfrozen":
             lin = lineage.unfreeze(lin)
+        case "teacher.alarm":
+            alarms += 1  # recorded for audit and status; no pointer or epoch changes
         case _:  # pragma: no cover - Event.kind is a closed Literal
             raise LedgerError(f"unknown event kind {event.kind}")
     return ControlState(
-        lineage=lin, ledger=led, replay=pool, episodes_recorded=recorded, applied=state.applied + 1
+        lineage=lin, ledger=led, replay=pool, episodes_recorded=recorded, alarms=alarms, applied=state.applied + 1
     )
 
 

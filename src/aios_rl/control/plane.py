@@ -224,6 +224,10 @@ class ControlPlane:
         """Operator rollback: ``active ← pre_update_ref`` (else ``last_stable``); closes an open epoch."""
         return self.emit("lineage.rolled_back", {"reason": reason})
 
+    def raise_alarm(self, kind: str, payload: Mapping[str, Any]) -> ControlState:
+        """Record an alarm (e.g. teacher disagreement past its threshold) as a ledger event."""
+        return self.emit("teacher.alarm", {"kind": kind, **dict(payload)})
+
     def unfreeze(self) -> ControlState:
         return self.emit("lineage.unfrozen", {})
 

@@ -1,0 +1,98 @@
+"""Evaluating a run's checkpoint (or the uniform baseline) on a shell task set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from aios_rl.campaign.evaluate import EvalResult, evaluate
+from aios_rl.campaign.students import restore_student
+from aios_rl.campaign.train import TRAIN_CONFIG_KEY, ShellTrainConfig
+from aios_rl.contracts.episode import Task
+from aios_rl.contracts.errors import ConfigError, StorageError
+from aios_rl.control.plane import ControlPlane
+from aios_rl.envs.shell.env import ShellBugfixEnv
+from aios_rl.envs.shell.sandbox import Sandbox
+from aios_rl.envs.shell.task import load_tasks
+from aios_rl.policy.uniform import UniformPolicy
+
+TASKS_DIR_KEY = "tasks_dir"
+
+
+def resolve_checkpoint(plane: ControlPlane, name: str) -> str:
+    """``active`` | ``last_stable`` | ``initial`` | an id → a registered checkpoint id."""
+    lineage = plane.state.lineage
+    if name in ("active", "last_stable", "pre_update_ref"):
+        found = getattr(lineage, name)
+    elif name == "initial":
+        found = next((c.checkpoint_id for c in lineage.checkpoints.values() if c.parent is None), None)
+    else:
+        found = name if name in lineage.checkpoints else None
+    if found is None:
+        known = ", ".join(lineage.checkpoints) or "none"
+        raise StorageError(f"checkpoint {name!r} not found in {plane.run_dir} (known: {known})")
+    return found
+
+
+def holdout_group(train_repos: set[str]) -> Callable[[Task], str]:
+    """Report holdout tasks as unseen mutants of training repos vs repos never seen in training."""
+
+    def group(task: Task) -> str:
+        repo = task.oracle.get("metadata", {}).get("seed_repo")
+        if repo is None:
+            return "ungrouped"
+        return "unseen_mutants" if repo in train_repos else "unseen_repos"
+
+    return group
+
+
+def run_shell_eval(
+    run: Path,
+    *,
+    checkpoint: str = "active",
+    tasks_dir: Path | None = None,
+    split: str = "holdout",
+    samples: int = 1,
+    policy_kind: str = "checkpoint",
+    seed: int = 0,
+    show_progress: bool = False,
+) -> EvalResult:
+    if not (run / "control.db").is_file():
+        raise StorageError(f"{run} is not a run directory (no control.db); train first with `aios-rl shell train`")
+    plane = ControlPlane(run, writer=False)
+    try:
+        stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
+        config = ShellTrainConfig.model_validate(stored) if stored else ShellTrainConfig()
+        if tasks_dir is None:
+            remembered = plane.store.get_meta(TASKS_DIR_KEY)
+            if remembered is None:
+                raise ConfigError("pass --tasks: this run does not record the task directory it trained on")
+            tasks_dir = Path(remembered)
+        if policy_kind == "uniform":
+            policy, version = UniformPolicy(), "uniform"
+        elif policy_kind == "checkpoint":
+            version = resolve_checkpoint(plane, checkpoint)
+            tensors, meta = plane.load_checkpoint(version)
+            policy = restore_student(meta["policy"], tensors)
+        else:
+            raise ConfigError(f"--policy must be checkpoint or uniform, got {policy_kind!r}")
+    finally:
+        plane.close()
+    selected = load_tasks(tasks_dir, split=split)
+    if not selected:
+        raise ConfigError(f"{tasks_dir} has no {split}-split tasks")
+    train_repos = {t.oracle.get("metadata", {}).get("seed_repo") for t in load_tasks(tasks_dir, split="train")}
+    bar = None
+    if show_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(selected), desc=f"eval {version}", unit="task")
+    sandbox = Sandbox(config.env.sandbox)
+    result = evaluate(
+        policy, selected, lambda: ShellBugfixEnv(config.env, sandbox=sandbox), samples=samples, seed=seed, version=version,
+        group_of=holdout_group(train_repos), workers=config.workers,
+        on_task=(lambda *_: bar.update(1)) if bar is not None else None,
+    )
+    if bar is not None:
+        bar.close()
+    return result

@@ -1,0 +1,232 @@
+"""`aios-rl shell train`: epochs of grouped rollouts, teacher shaping, an update and a checkpoint each.
+
+Each epoch samples training tasks, runs a group of episodes per task with the active checkpoint, fuses the
+teacher's shaping into the rewards, updates the student (GRPO family or PPO; or distillation only), writes
+a checkpoint through the control plane (``update.completed``: the new checkpoint becomes ``active``, its
+parent ``pre_update_ref``) and appends one line to ``RUN/metrics.jsonl``. A killed run resumes from its
+active checkpoint and the epochs it already finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import Field
+
+from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
+from aios_rl.algos.grpo import grpo_update
+from aios_rl.algos.ppo import ppo_update
+from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
+from aios_rl.campaign.metrics import append_metrics, read_metrics
+from aios_rl.campaign.students import StudentConfig, make_student, restore_student
+from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.episode import DecodingRegime, Episode, Task
+from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.protocols import Env, Teacher
+from aios_rl.control.events import ControlConfig
+from aios_rl.control.plane import ControlPlane
+from aios_rl.control.replay import route_episode
+from aios_rl.control.reward import RewardConfig
+from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
+from aios_rl.envs.shell.oracle import ShellOracle, reference_action
+from aios_rl.envs.shell.sandbox import Sandbox
+from aios_rl.envs.shell.task import load_tasks
+from aios_rl.rollout.budget import Budget
+from aios_rl.rollout.runner import run_group
+
+log = logging.getLogger(__name__)
+
+TRAIN_CONFIG_KEY = "train_config"
+
+
+class ShellTrainConfig(ConfigModel):
+    """Everything `aios-rl shell train` does; stored with the run so the directory reproduces it."""
+
+    epochs: int = Field(default=5, ge=1, description="Update epochs (one update and checkpoint each).")
+    tasks_per_epoch: int = Field(default=12, ge=1, description="Training tasks sampled per epoch.")
+    group_size: int = Field(default=4, ge=1, description="Episodes per task per epoch (the GRPO group).")
+    seed: int = Field(default=0, description="Seeds task sampling, rollouts and the student's initialisation.")
+    workers: int = Field(default=2, ge=1, description="Parallel environment workers.")
+    temperature: float = Field(default=1.0, gt=0, description="Sampling temperature of training rollouts.")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus mass of training rollouts.")
+    teacher: Literal["oracle", "none"] = Field(default="oracle", description="Teacher backend for shaping and distillation.")
+    rl: bool = Field(default=True, description="False: distillation only (no RL updates), for ablations.")
+    warm_start_epochs: int = Field(
+        default=3, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only)."
+    )
+    student: StudentConfig = Field(default_factory=StudentConfig, description="Which student and its settings.")
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Update hyperparameters.")
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward fusion.")
+    env: ShellEnvConfig = Field(default_factory=ShellEnvConfig, description="Shell environment settings.")
+
+
+@dataclass
+class EpochReport:
+    epoch: int
+    checkpoint: str
+    metrics: dict[str, float]
+
+
+Progress = Callable[[str, dict[str, float]], None]
+
+
+def _teacher(config: ShellTrainConfig) -> Teacher | None:
+    return ShellOracle() if config.teacher == "oracle" else None
+
+
+def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrainConfig:
+    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
+    if stored is None:
+        plane.store.set_meta(TRAIN_CONFIG_KEY, config.model_dump(mode="json"))
+        return config
+    resolved = ShellTrainConfig.model_validate(stored)
+    if resolved.model_copy(update={"epochs": config.epochs}) != config.model_copy(update={"epochs": config.epochs}):
+        raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
+    return resolved.model_copy(update={"epochs": config.epochs})
+
+
+class ShellTraining:
+    """One training run in one run directory."""
+
+    def __init__(self, run_dir: Path, tasks_dir: Path, config: ShellTrainConfig) -> None:
+        self.plane = ControlPlane(run_dir, ControlConfig() if not (run_dir / "control.db").exists() else None)
+        self.config = _resolve_config(self.plane, config)
+        self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
+        self.tasks = load_tasks(tasks_dir, split="train")
+        if not self.tasks:
+            raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
+        self.teacher = _teacher(self.config)
+        self.metrics_path = run_dir / "metrics.jsonl"
+        self.budget = Budget()
+        self.sandbox = Sandbox(self.config.env.sandbox)  # one sandbox shared by every environment worker
+        torch.manual_seed(self.config.seed)
+        self.policy, self.trainer = self._student()
+
+    def make_env(self) -> Env:
+        return ShellBugfixEnv(self.config.env, sandbox=self.sandbox)
+
+    def _student(self) -> tuple[object, Trainer]:
+        lineage = self.plane.state.lineage
+        if lineage.active is None:
+            policy = make_student(self.config.student, seed=self.config.seed)
+            trainer = Trainer(policy, self.config.trainer)
+            tensors, meta = trainer.state_tensors()
+            self.plane.save_checkpoint("ckpt-0000", tensors, meta, config_hash=self.config.config_hash(),
+                                       env_versions={"shell": "bugfix-v1"})
+            self.plane.initialize("ckpt-0000")
+            return policy, trainer
+        tensors, meta = self.plane.load_checkpoint(lineage.active)
+        policy = restore_student(meta["policy"], tensors)
+        trainer = Trainer(policy, self.config.trainer)
+        trainer.load_state_tensors(tensors, meta)
+        log.info("resumed %s from %s", self.plane.run_dir, lineage.active)
+        return policy, trainer
+
+    # -- one epoch ------------------------------------------------------------------------------------
+
+    def _checkpoint(self, label: str, data_window: list[str]) -> str:
+        self.plane.ensure_can_update()
+        number = len(self.plane.state.lineage.checkpoints)
+        checkpoint_id = f"ckpt-{number:04d}"
+        tensors, meta = self.trainer.state_tensors()
+        meta["label"] = label
+        self.plane.save_checkpoint(
+            checkpoint_id, tensors, meta, parent=self.plane.state.lineage.active,
+            config_hash=self.config.config_hash(), data_window=data_window,
+            teacher_backend=self.config.teacher if self.teacher else None, env_versions={"shell": "bugfix-v1"},
+        )
+        self.plane.complete_update(checkpoint_id, in_epoch=False)
+        return checkpoint_id
+
+    def warm_start(self, progress: Progress | None = None) -> EpochReport | None:
+        """Distillation from the teacher's reference actions on each training task's opening state."""
+        if self.teacher is None or self.config.warm_start_epochs == 0 or self._done_labels().count("warm_start"):
+            return None
+        items = []
+        for task in self.tasks:
+            env = self.make_env()
+            try:
+                observation = env.reset(task, seed=task.seed)
+            finally:
+                env.close()
+            reference = reference_action(task)
+            if reference is not None:
+                items.append((observation, task.environment, [reference], 1.0))
+            if progress:
+                progress("demonstrations", {})
+        batch = distill_batch_from(items)
+        generator = torch.Generator().manual_seed(self.config.seed)
+        stats = UpdateStats()
+        for _ in range(self.config.warm_start_epochs):
+            stats = distill_update(self.trainer, batch, generator=generator)
+        checkpoint = self._checkpoint("warm_start", [])
+        record = {"epoch": 0, "phase": "warm_start", "checkpoint": checkpoint, "demonstrations": len(batch),
+                  "tasks": len(self.tasks)} | stats.metrics()
+        append_metrics(self.metrics_path, record)
+        return EpochReport(0, checkpoint, record)
+
+    def _done_labels(self) -> list[str]:
+        return [r.get("phase", "") for r in read_metrics(self.metrics_path)]
+
+    def epochs_done(self) -> int:
+        return self._done_labels().count("rl") + self._done_labels().count("distill")
+
+    def run_epoch(self, epoch: int, progress: Progress | None = None) -> EpochReport:
+        cfg = self.config
+        rng = random.Random(cfg.seed * 1_000_003 + epoch)
+        chosen: list[Task] = rng.sample(self.tasks, min(cfg.tasks_per_epoch, len(self.tasks)))
+        regime = DecodingRegime(name="train", temperature=cfg.temperature, top_p=cfg.top_p)
+        active = self.plane.state.lineage.active or ""
+        episodes: list[Episode] = []
+        groups: list[int] = []
+        zero_var = 0
+        for g, task in enumerate(chosen):
+            group = run_group(
+                self.make_env, task, self.policy, size=cfg.group_size, seed=rng.randrange(1 << 30),
+                policy_version=active, regime=regime, teacher=self.teacher, reward_config=cfg.reward,
+                workers=cfg.workers, budget=self.budget,
+            )
+            rewards = [e.reward for e in group]
+            zero_var += max(rewards) - min(rewards) < 1e-9
+            for episode in group:
+                self.plane.record_episode(episode, admitted=False, lane=route_episode(episode))
+            episodes.extend(group)
+            groups.extend([g] * len(group))
+            if progress:
+                done = episodes
+                progress("rollouts", {"success": sum(e.outcome == "success" for e in done) / len(done),
+                                      "reward": sum(e.reward for e in done) / len(done)})
+        if zero_var:
+            log.warning("epoch %d: %d of %d groups had zero reward variance (no learning signal)", epoch, zero_var, len(chosen))
+        generator = torch.Generator().manual_seed(cfg.seed * 7919 + epoch)
+        distill = distill_from_episodes(episodes) if self.teacher is not None else None
+        if not cfg.rl:
+            stats = distill_update(self.trainer, distill, generator=generator) if distill is not None and len(distill) else UpdateStats()
+        elif cfg.trainer.algo == "ppo":
+            stats = ppo_update(self.trainer, episodes, generator=generator, distill=distill)
+        else:
+            stats = grpo_update(self.trainer, episodes, groups, generator=generator, distill=distill)
+        checkpoint = self._checkpoint("rl" if cfg.rl else "distill", [e.episode_id for e in episodes])
+        teacher_failures = sum(1 for e in episodes if e.teacher_signal is not None and e.teacher_signal.status == "failed_all_backends")
+        record = {
+            "epoch": epoch,
+            "phase": "rl" if cfg.rl else "distill",
+            "checkpoint": checkpoint,
+            "rollout/success_rate": sum(e.outcome == "success" for e in episodes) / len(episodes),
+            "rollout/reward_mean": sum(e.reward for e in episodes) / len(episodes),
+            "rollout/episodes": len(episodes),
+            "rollout/frac_reward_zero_std": zero_var / len(chosen),
+            "rollout/steps_mean": sum(len(e.trajectory) for e in episodes) / len(episodes),
+            "teacher/failures": teacher_failures,
+        } | stats.metrics() | self.budget.metrics()
+        append_metrics(self.metrics_path, record)
+        return EpochReport(epoch, checkpoint, record)
+
+    def close(self) -> None:
+        self.plane.close()

@@ -1,0 +1,108 @@
+"""`aios-rl shell train` and `aios-rl shell eval`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from tqdm import tqdm
+
+RunOption = typer.Option(..., "--run", help="Run directory (created on first use; a killed run resumes).")
+
+
+def train(
+    tasks: Path = typer.Option(..., "--tasks", help="Task directory (from benchmark-generate or import-tasks)."),
+    run: Path = RunOption,
+    epochs: int = typer.Option(5, "--epochs", help="Update epochs."),
+    student: str = typer.Option("compact", "--student", help="compact | causal-lm"),
+    model: str | None = typer.Option(None, "--model", help="causal-lm: local model directory (never downloaded)."),
+    algo: str = typer.Option("grpo", "--algo", help="grpo | ppo"),
+    teacher: str = typer.Option("oracle", "--teacher", help="oracle | none"),
+    no_rl: bool = typer.Option(False, "--no-rl", help="Distillation only: no RL updates (ablation)."),
+    tasks_per_epoch: int | None = typer.Option(None, "--tasks-per-epoch", help="Training tasks per epoch."),
+    group_size: int | None = typer.Option(None, "--group-size", help="Episodes per task per epoch."),
+    seed: int = typer.Option(0, "--seed", help="Seed for tasks, rollouts and initialisation."),
+    config: Path | None = typer.Option(None, "--config", help="YAML file with any ShellTrainConfig fields."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary at the end."),
+) -> None:
+    """Train the student on the train split: rollouts, teacher shaping, an update and a checkpoint per epoch.
+
+    Metrics go to RUN/metrics.jsonl; checkpoints to RUN/checkpoints; the lineage to RUN/control.db.
+    """
+    from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+    from aios_rl.contracts.config import load_config
+
+    overrides = {
+        "epochs": epochs, "student.kind": student, "student.model_path": model, "trainer.algo": algo,
+        "teacher": teacher, "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
+        "group_size": group_size, "seed": seed,
+    }
+    cfg = load_config(ShellTrainConfig, config, overrides)
+    training = ShellTraining(run, tasks, cfg)
+    quiet = as_json or not sys.stderr.isatty()
+    reports = []
+    try:
+        bar = tqdm(total=training.config.epochs, desc="train", unit="epoch", disable=quiet, file=sys.stderr)
+        warm = training.warm_start(lambda *_: None)
+        if warm is not None and not quiet:
+            tqdm.write(f"warm start: distilled {warm.metrics['demonstrations']} demonstrations -> {warm.checkpoint}", file=sys.stderr)
+        done = training.epochs_done()
+        bar.update(done)
+        for epoch in range(done + 1, training.config.epochs + 1):
+            def progress(_: str, values: dict[str, float]) -> None:
+                bar.set_postfix({k: f"{v:.2f}" for k, v in values.items()}, refresh=True)
+
+            report = training.run_epoch(epoch, progress)
+            reports.append(report)
+            m = report.metrics
+            bar.set_postfix(
+                success=f"{m['rollout/success_rate']:.2f}", reward=f"{m['rollout/reward_mean']:.2f}",
+                loss=f"{m['train/loss']:.3f}", kl=f"{m['train/approx_kl']:.4f}",
+            )
+            bar.update(1)
+            if not quiet:
+                tqdm.write(
+                    f"epoch {epoch}: success {m['rollout/success_rate']:.2f} reward {m['rollout/reward_mean']:.2f} "
+                    f"loss {m['train/loss']:.3f} kl {m['train/approx_kl']:.4f} -> {report.checkpoint}",
+                    file=sys.stderr,
+                )
+        bar.close()
+        summary = {
+            "run": str(run),
+            "epochs": training.config.epochs,
+            "active": training.plane.state.lineage.active,
+            "epochs_run": [r.metrics for r in reports],
+        }
+    finally:
+        training.close()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo(f"trained: active checkpoint {summary['active']}  (aios-rl shell eval --run {run})")
+
+
+def evaluate(
+    run: Path = typer.Option(..., "--run", help="Run directory to evaluate."),
+    checkpoint: str = typer.Option("active", "--checkpoint", help="active | last_stable | initial | a checkpoint id"),
+    tasks: Path | None = typer.Option(None, "--tasks", help="Task directory (default: the one the run trained on)."),
+    split: str = typer.Option("holdout", "--split", help="holdout | train"),
+    samples: int = typer.Option(1, "--samples", help="Episodes per task."),
+    policy: str = typer.Option("checkpoint", "--policy", help="checkpoint | uniform (the random-candidate baseline)."),
+    seed: int = typer.Option(0, "--seed", help="Evaluation seed."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Run every selected task with a checkpoint (greedy decoding) and report success per family."""
+    from aios_rl.campaign.shell_eval import run_shell_eval
+
+    result = run_shell_eval(run, checkpoint=checkpoint, tasks_dir=tasks, split=split, samples=samples,
+                            policy_kind=policy, seed=seed, show_progress=not as_json and sys.stderr.isatty())
+    if as_json:
+        typer.echo(json.dumps(result.as_json(), indent=2))
+        return
+    typer.echo(f"checkpoint {result.checkpoint}: success {result.success_rate:.3f} over {result.episodes} episodes")
+    for family, rate in result.by_family.items():
+        typer.echo(f"  family {family}: {rate:.3f}")
+    for group, rate in result.by_group.items():
+        typer.echo(f"  {group}: {rate:.3f}")

@@ -1,0 +1,539 @@
+"""``shell/bugfix-v1``: repair a bug in a real repository copy, every command in a bubblewrap sandbox.
+
+An episode works on a fresh copy of ``spec["task_dir"]/repo`` (the task directory is never touched).
+:meth:`ShellBugfixEnv.reset` runs the test command once (the baseline: which tests fail), then each
+:meth:`~ShellBugfixEnv.step` takes one action (:mod:`~aios_rl.envs.shell.actions`): ``read`` a file
+(host-side, a pure read with path checks), ``run`` an allowed command in the sandbox, ``patch`` files
+(the tests are then re-run automatically) or ``stop``. Step rewards are 0: the control plane fuses the
+terminal reward from :meth:`~ShellBugfixEnv.verify` later (ARCHITECTURE §5); ``config.step_penalty`` is
+only reported in ``info``.
+
+Observations are deterministic functions of the episode state (durations and addresses in command
+output are masked), so restoring a snapshot and taking the same actions gives the same observations.
+The environment keeps only the prompt and spec of a task (:class:`TaskSpec`); ``task.oracle`` is
+dropped at reset, so nothing it shows or offers can depend on the reference fix.
+
+Verification evidence (what :class:`~aios_rl.control.compare.ShellComparator` reads):
+
+* ``tests_passed`` / ``tests_failed``: tests passing / failing (or erroring) now.
+* ``target_total``: target tests (``spec["target_tests"]``, else the tests failing at reset).
+* ``target_unresolved``: target tests that do not pass now (failing, erroring or no longer collected:
+  deleting a test does not fix it).
+* ``new_failures``: tests that passed at reset and do not pass now (again, deleted ones count).
+* ``files_modified``: files added, removed or changed since reset.
+* ``unrelated_files_modified``: of those, the files a bug fix in the code has no reason to touch: test
+  files and anything that is not a non-test ``.py`` source file (every candidate and reference fix
+  changes only non-test source files).
+* ``no_progress_steps``: steps after which the file state and the latest test summary were unchanged.
+* ``steps``: steps taken.
+
+Outcome: ``success`` when the command passes with no target unresolved and no new failure;
+``partial`` when fewer targets are unresolved than at reset; ``failure`` otherwise; ``blocked`` (with
+``completed=False``) when the run could not complete: it timed out, or the sandbox failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.episode import Observation, StepResult, Task, Verification
+from aios_rl.contracts.errors import ConfigError, EnvError, SandboxError
+from aios_rl.envs.shell import actions as act
+from aios_rl.envs.shell.candidates import History, PatchCandidate, assemble, is_test_file, patch_pool
+from aios_rl.envs.shell.mutate import apply_search_replace, apply_unified_diff
+from aios_rl.envs.shell.pytest_output import (
+    SuiteRun,
+    display_output,
+    exit_code_run,
+    is_pytest,
+    parse_pytest,
+    reporting_argv,
+    summary_text,
+)
+from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
+from aios_rl.envs.shell.task import IGNORED_IN_COPIES, REPO
+from aios_rl.envs.shell.workspace import (
+    FileTree,
+    changed_paths,
+    inside,
+    new_workdir,
+    python_sources,
+    read_tree,
+    write_tree,
+)
+
+logger = logging.getLogger(__name__)
+
+ENV_ID = "shell/bugfix-v1"
+_POOL_CACHE_SIZE = 16
+
+
+class ShellEnvConfig(ConfigModel):
+    """Budgets and presentation of the shell bug-fix environment."""
+
+    max_steps: int = Field(default=12, description="Steps per episode; it is truncated after the last.")
+    stop_on_pass: bool = Field(default=True, description="End the episode when all tests pass after a patch.")
+    episode_wall_s: float = Field(default=180.0, description="Wall-clock budget of the steps, in seconds.")
+    output_cap_chars: int = Field(default=2000, description="Characters of command output shown (last kept).")
+    read_cap_chars: int = Field(default=6000, description="Characters of a read file shown (beginning kept).")
+    max_candidates: int = Field(default=128, description="Most candidate actions offered per observation.")
+    small_repo_functions: int = Field(
+        default=20, description="Offer patches in every function when the repo has at most this many."
+    )
+    max_failing_ids_shown: int = Field(default=10, description="Failing test ids listed in the test summary.")
+    step_penalty: float = Field(default=0.0, description="Per-step penalty reported in info, not rewarded.")
+    work_root: str | None = Field(default=None, description="Where working copies go; None: the temp dir.")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits and layout.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ShellEnvConfig:
+        positive = ("max_steps", "episode_wall_s", "output_cap_chars", "read_cap_chars", "max_candidates")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"shell env {name} must be > 0, got {getattr(self, name)!r}")
+        if self.max_candidates < 2:
+            raise ConfigError(f"shell env max_candidates must be >= 2 (run, stop), got {self.max_candidates}")
+        for name in ("step_penalty", "small_repo_functions", "max_failing_ids_shown"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"shell env {name} must be >= 0, got {getattr(self, name)!r}")
+        return self
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the environment keeps of a task: never its ``oracle``, which it drops at reset."""
+
+    task_id: str
+    prompt: str
+    task_dir: Path
+    test_command: tuple[str, ...]
+    timeout_s: float
+    target_tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EpisodeState:
+    """Everything a step depends on besides the files: the snapshot payload next to the file tree."""
+
+    spec: TaskSpec
+    baseline: SuiteRun
+    targets: tuple[str, ...]
+    initial: FileTree
+    step: int = 0
+    files_read: frozenset[str] = frozenset()
+    tried: frozenset[str] = frozenset()
+    last_action: str = ""
+    last_output: str = ""
+    latest: SuiteRun | None = None
+    latest_label: str = "at reset"
+    progress_key: str = ""
+    no_progress_steps: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    elapsed_s: float = 0.0
+    observation: Observation | None = None
+
+
+@dataclass(frozen=True)
+class ShellSnapshot:
+    """What :meth:`ShellBugfixEnv.snapshot` returns: the episode state and the working copy's files."""
+
+    state: EpisodeState
+    files: FileTree
+
+
+@dataclass(frozen=True)
+class _Effect:
+    output: str
+    info: dict[str, Any]
+    tests: SuiteRun | None = None
+    stop: bool = False
+
+
+class ShellBugfixEnv:
+    """The shell bug-fix environment (``shell/bugfix-v1``); see the module docstring.
+
+    Args:
+        config: budgets and presentation; defaults to ``ShellEnvConfig()``.
+        sandbox: a ready sandbox to share between environments; built from ``config.sandbox`` on first
+            reset when None.
+
+    Example:
+        >>> env = ShellBugfixEnv()
+        >>> obs = env.reset(task, seed=0)
+        >>> result = env.step(obs.candidates[0])
+        >>> env.verify().outcome
+        'failure'
+        >>> env.close()
+    """
+
+    env_id = ENV_ID
+    version = "1"
+
+    def __init__(self, config: ShellEnvConfig | None = None, *, sandbox: Sandbox | None = None) -> None:
+        self.config = config or ShellEnvConfig()
+        self._sandbox = sandbox
+        self._workdir: Path | None = None
+        self._state: EpisodeState | None = None
+        self._clock = 0.0
+        self._pools: dict[str, list[PatchCandidate]] = {}
+        self._cleanup: Callable[[], Any] = lambda: None
+
+    # ------------------------------------------------------------------ protocol
+
+    def reset(self, task: Task, *, seed: int) -> Observation:
+        """Start an episode on a fresh copy of the task's repository and run its tests once.
+
+        ``seed`` is accepted for the protocol; the environment has no randomness of its own.
+
+        Raises:
+            EnvError: the task is not a shell task or its spec/repository is missing or malformed.
+            SandboxError: the sandbox cannot be set up.
+        """
+        spec = read_spec(task)
+        self._new_workdir()
+        shutil.copytree(spec.task_dir / REPO, self._repo, symlinks=True, ignore=IGNORED_IN_COPIES)
+        baseline, output = self._run_tests(spec)
+        targets = spec.target_tests or baseline.failing
+        missing = [t for t in spec.target_tests if t not in baseline.failing]
+        if missing:
+            logger.warning("task %s: target tests not failing at reset: %s", task.task_id, missing[:5])
+        initial = read_tree(self._repo)
+        state = EpisodeState(
+            spec=spec, baseline=baseline, targets=tuple(targets), initial=initial, latest=baseline,
+            last_output=_tail(output, self.config.output_cap_chars),
+            progress_key=_progress_key(initial, baseline),
+        )
+        self._state = replace(state, observation=self._observe(state, initial))
+        self._clock = time.monotonic()
+        logger.debug("reset %s: %d failing at baseline", task.task_id, baseline.n_failed)
+        return self._state.observation
+
+    def step(self, action: str) -> StepResult:
+        """Take one action (text or JSON form); an invalid action is a step with an error observation.
+
+        Raises:
+            EnvError: no episode is running, or it already ended.
+        """
+        state = self._running()
+        elapsed = time.monotonic() - self._clock
+        if elapsed >= self.config.episode_wall_s:
+            effect = _Effect("The episode's wall-clock budget is spent; nothing was run.",
+                             _info("none", error="wall budget spent"))
+        else:
+            effect = self._dispatch(state, action, self.config.episode_wall_s - elapsed)
+        files = read_tree(self._repo)
+        latest = effect.tests or state.latest
+        key = _progress_key(files, latest)
+        step = state.step + 1
+        passed = effect.tests is not None and effect.tests.passed and effect.info.get("patch_applied", False)
+        terminated = effect.stop or (self.config.stop_on_pass and passed)
+        elapsed = time.monotonic() - self._clock
+        out_of_time = elapsed >= self.config.episode_wall_s
+        truncated = not terminated and (step >= self.config.max_steps or out_of_time)
+        info = dict(effect.info, step_penalty=self.config.step_penalty, tests_run=effect.tests is not None,
+                    tests_passed=len(latest.passing) if latest else 0,
+                    tests_failed=latest.n_failed if latest else 0)
+        if terminated or truncated:
+            info["stop_reason"] = ("student_stop" if effect.stop else "tests_passed") if terminated else (
+                "max_steps" if step >= self.config.max_steps else "wall_budget")
+        if effect.info.get("invalid_action"):
+            logger.debug("invalid action at step %d: %s", step, effect.info.get("error"))
+        state = replace(
+            state, step=step, last_action=action, last_output=effect.output,
+            tried=state.tried | {action}, latest=latest,
+            latest_label=f"after step {step}" if effect.tests is not None else state.latest_label,
+            files_read=state.files_read | set(effect.info.get("files_read", ())),
+            progress_key=key, no_progress_steps=state.no_progress_steps + (key == state.progress_key),
+            terminated=terminated, truncated=truncated, elapsed_s=elapsed,
+        )
+        self._state = replace(state, observation=self._observe(state, files))
+        return StepResult(observation=self._state.observation, reward=0.0, terminated=terminated,
+                          truncated=truncated, info=info)
+
+    def snapshot(self) -> ShellSnapshot:
+        """The current episode state and file contents (immutable, cheap: small repos, shared bytes)."""
+        state = self._started()
+        return ShellSnapshot(state=replace(state, elapsed_s=time.monotonic() - self._clock),
+                             files=read_tree(self._repo))
+
+    def restore(self, state: ShellSnapshot) -> None:
+        """Return to a snapshot (of this or another instance): files, step state and observation.
+
+        Raises:
+            EnvError: ``state`` is not a :class:`ShellSnapshot`.
+        """
+        if not isinstance(state, ShellSnapshot):
+            raise EnvError(f"restore needs a ShellSnapshot from snapshot(), got {type(state).__name__}")
+        if self._workdir is None:
+            self._new_workdir()
+        write_tree(self._repo, state.files)
+        self._state = state.state
+        self._clock = time.monotonic() - state.state.elapsed_s
+
+    def verify(self) -> Verification:
+        """Run the test command and report the outcome with evidence (see the module docstring)."""
+        state = self._started()
+        try:
+            run, _ = self._run_tests(state.spec)
+        except SandboxError as exc:  # the sandbox is a process boundary: record the failure, do not crash
+            logger.warning("verify of %s blocked: %s", state.spec.task_id, exc)
+            return Verification(completed=False, outcome="blocked", evidence={"error": str(exc)[:500]})
+        files = read_tree(self._repo)
+        evidence = _evidence(state, run, files)
+        if run.timed_out:
+            return Verification(completed=False, outcome="blocked", evidence=evidence)
+        if run.passed and not evidence["target_unresolved"] and not evidence["new_failures"]:
+            outcome = "success"
+        elif evidence["target_unresolved"] < evidence["target_total"]:
+            outcome = "partial"
+        else:
+            outcome = "failure"
+        return Verification(completed=True, outcome=outcome, evidence=evidence)
+
+    def close(self) -> None:
+        """Remove the working copy. Safe to call twice."""
+        self._cleanup()
+        self._workdir = None
+        self._state = None
+
+    # ------------------------------------------------------------------ actions
+
+    def _dispatch(self, state: EpisodeState, text: str, budget_s: float) -> _Effect:
+        parsed = act.parse_action(text)
+        if isinstance(parsed, act.Invalid):
+            return _invalid(parsed.kind, parsed.reason)
+        if isinstance(parsed, act.Read):
+            return self._read(parsed.path)
+        if isinstance(parsed, act.Run):
+            return self._run(state, parsed.argv, budget_s)
+        if isinstance(parsed, act.Patch):
+            return self._patch(state, parsed, budget_s)
+        said = f"Stopped: {parsed.message}" if parsed.message else "Stopped."
+        return _Effect(said, _info("stop"), stop=True)
+
+    def _read(self, path: str) -> _Effect:
+        target = self._inside(path)
+        if target is None:
+            return _invalid("read", f"path {path!r} leaves the repository")
+        if not target.is_file():
+            return _Effect(f"read failed: no file {path!r}", _info("read", error="no such file"))
+        text = target.read_bytes().decode("utf-8", errors="replace")
+        cap = self.config.read_cap_chars
+        shown = text if len(text) <= cap else text[:cap] + (
+            f"\n[... {len(text) - cap} more characters; use `run sed -n '<from>,<to>p' {path}`]")
+        header = f"{path} ({len(text.splitlines())} lines):\n"
+        return _Effect(header + shown, {**_info("read"), "files_read": [path]})
+
+    def _run(self, state: EpisodeState, argv: tuple[str, ...], budget_s: float) -> _Effect:
+        spec = state.spec
+        problem = act.check_command(argv, spec.test_command, self._is_file)
+        if problem:
+            return _invalid("run", problem)
+        if list(argv) == list(spec.test_command):
+            run, output = self._run_tests(spec, budget_s)
+            return _Effect(_tail(output, self.config.output_cap_chars), _info("run"), tests=run)
+        timeout = min(spec.timeout_s, max(budget_s, 1.0))
+        result = self._sandbox_run(list(argv), timeout)
+        output = display_output(result.stdout + result.stderr)
+        ending = f"timed out after {timeout:g}s" if result.timed_out else f"exit code {result.returncode}"
+        output += f"\n[{ending}]"
+        read = [p for p in act.file_arguments(argv) if self._is_file(p)]
+        info = {**_info("run", error="command timed out" if result.timed_out else ""), "files_read": read}
+        return _Effect(_tail(output, self.config.output_cap_chars), info)
+
+    def _patch(self, state: EpisodeState, patch: act.Patch, budget_s: float) -> _Effect:
+        try:
+            if patch.diff is not None:
+                changed = apply_unified_diff(self._repo, patch.diff)
+            else:
+                assert patch.edit is not None  # the parser builds one of the two
+                changed = [self._search_replace(patch.edit)]
+        except (EnvError, UnicodeDecodeError, OSError) as exc:
+            reason = _scrub(str(exc), self._repo)
+            return _Effect(f"patch failed: {reason}", _info("patch", error=reason))
+        run, output = self._run_tests(state.spec, budget_s)
+        text = f"Patch applied to {', '.join(changed)}. Tests re-run:\n" + output
+        return _Effect(_tail(text, self.config.output_cap_chars), {**_info("patch"), "patch_applied": True,
+                                                                   "files_changed": changed}, tests=run)
+
+    def _search_replace(self, edit: Any) -> str:
+        target = self._inside(edit.path)
+        if target is None or not target.is_file():
+            raise EnvError(f"edit targets unknown file {edit.path!r}")
+        target.write_text(apply_search_replace(target.read_text(encoding="utf-8"), edit.search, edit.replace),
+                          encoding="utf-8")
+        return edit.path
+
+    # ------------------------------------------------------------------ helpers
+
+    def _run_tests(self, spec: TaskSpec, budget_s: float | None = None) -> tuple[SuiteRun, str]:
+        """Run the test command; returns the parsed run and the output as the student sees it."""
+        timeout = spec.timeout_s if budget_s is None else min(spec.timeout_s, max(budget_s, 1.0))
+        result = self._sandbox_run(reporting_argv(spec.test_command), timeout)
+        raw = result.stdout + result.stderr
+        if is_pytest(spec.test_command):
+            run = parse_pytest(raw, result.returncode, timed_out=result.timed_out)
+        else:
+            run = exit_code_run(spec.test_command, result.returncode, timed_out=result.timed_out)
+        output = display_output(raw)
+        if result.timed_out:
+            output += f"\n[the test run timed out after {timeout:g}s]"
+        return run, output
+
+    def _sandbox_run(self, argv: list[str], timeout_s: float) -> Any:
+        if self._sandbox is None:
+            self._sandbox = Sandbox(self.config.sandbox)
+        return self._sandbox.run(argv, self._repo, timeout_s=timeout_s)
+
+    def _observe(self, state: EpisodeState, files: FileTree) -> Observation:
+        sources = python_sources(files)
+        key = hashlib.sha256(repr((sorted(sources.items()), state.latest)).encode()).hexdigest()
+        if key not in self._pools:
+            if len(self._pools) >= _POOL_CACHE_SIZE:
+                self._pools.pop(next(iter(self._pools)))
+            self._pools[key] = patch_pool(sources, state.latest, self.config.small_repo_functions)
+        history = History(step=state.step, max_steps=self.config.max_steps, files_read=state.files_read,
+                          tried=state.tried)
+        texts, features = assemble(self._pools[key], sources, state.latest, state.spec.test_command, history,
+                                   self.config.max_candidates)
+        return Observation(text=self._render(state), candidates=texts, candidate_features=features,
+                           features=_observation_features(state, self.config.max_steps))
+
+    def _render(self, state: EpisodeState) -> str:
+        last = state.last_action.strip().split("\n")
+        action = last[0][:200] + (f" (+{len(last) - 1} more lines)" if len(last) > 1 else "")
+        summary = summary_text(state.latest, max_ids=self.config.max_failing_ids_shown)
+        return "\n".join([
+            state.spec.prompt.strip(), "",
+            f"Step {state.step} of {self.config.max_steps}.",
+            f"Last action: {action}" if state.step else "Last action: none (the tests ran once at reset).",
+            "Output:", state.last_output, "",
+            f"{summary} [{state.latest_label}]",
+        ])  # fmt: skip
+
+    def _inside(self, path: str) -> Path | None:
+        return inside(self._repo, path)
+
+    def _is_file(self, path: str) -> bool:
+        target = inside(self._repo, path)
+        return target is not None and target.is_file()
+
+    def _new_workdir(self) -> None:
+        self._cleanup()
+        self._workdir = new_workdir(self.config.work_root)
+        # Removed on close(), or when the env is garbage-collected without one (no temp dirs left behind).
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._workdir, True)
+
+    @property
+    def _repo(self) -> Path:
+        if self._workdir is None:
+            raise EnvError("the shell environment has no working copy; call reset(task, seed=...) first")
+        return self._workdir / REPO
+
+    def _started(self) -> EpisodeState:
+        if self._state is None or self._workdir is None:
+            raise EnvError("no episode is running; call reset(task, seed=...) first")
+        return self._state
+
+    def _running(self) -> EpisodeState:
+        state = self._started()
+        if state.terminated or state.truncated:
+            raise EnvError(f"the episode ended at step {state.step}; reset or restore a snapshot to go on")
+        return state
+
+
+def read_spec(task: Task) -> TaskSpec:
+    """The environment's view of a shell task, checked.
+
+    Raises:
+        EnvError: naming every problem with ``task.environment`` and ``task.spec``.
+    """
+    spec = task.spec
+    problems = []
+    if task.environment != "shell":
+        problems.append(f"environment is {task.environment!r}, expected 'shell'")
+    command = spec.get("test_command")
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) and a for a in command):
+        problems.append(f"spec.test_command must be a non-empty list of strings, got {command!r}")
+    timeout = spec.get("timeout_s", 60.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        problems.append(f"spec.timeout_s must be a number > 0, got {timeout!r}")
+    targets = spec.get("target_tests") or []
+    if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+        problems.append(f"spec.target_tests must be a list of test ids, got {targets!r}")
+    task_dir = Path(str(spec.get("task_dir", "")))
+    if not spec.get("task_dir") or not (task_dir / REPO).is_dir():
+        problems.append(f"spec.task_dir must be a task directory with {REPO}/, got {spec.get('task_dir')!r}")
+    if problems:
+        raise EnvError(f"task {task.task_id} cannot run in {ENV_ID}: " + "; ".join(problems))
+    return TaskSpec(task.task_id, task.prompt, task_dir, tuple(command), float(timeout), tuple(targets))
+
+
+def _invalid(kind: str, reason: str) -> _Effect:
+    return _Effect(f"Invalid action: {reason}", _info(kind, error=reason, invalid=True))
+
+
+def _info(kind: str, *, error: str = "", invalid: bool = False) -> dict[str, Any]:
+    return {"action_kind": kind, "invalid_action": invalid, "error": error, "patch_applied": False,
+            "files_changed": []}
+
+
+def _tail(text: str, cap: int) -> str:
+    """The last ``cap`` characters of ``text``, marked when cut (the most recent output matters most)."""
+    return text if len(text) <= cap else f"[... {len(text) - cap} earlier characters cut]\n" + text[-cap:]
+
+
+def _scrub(message: str, repo: Path) -> str:
+    # Host paths of the working copy differ per episode; keep them out of observations.
+    for root in {str(repo.resolve()), str(repo)}:
+        message = message.replace(root + os.sep, "").replace(root, ".")
+    return message
+
+
+def _progress_key(files: FileTree, run: SuiteRun | None) -> str:
+    ids = (run.passing, run.failing, run.returncode, run.timed_out) if run else None
+    return hashlib.sha256(repr((files, ids)).encode()).hexdigest()
+
+
+def _observation_features(state: EpisodeState, max_steps: int) -> dict[str, float]:
+    run = state.latest
+    return {
+        "step": float(state.step),
+        "step_fraction": state.step / max_steps,
+        "tests_failed": float(run.n_failed if run else 0),
+        "tests_passed": float(len(run.passing) if run else 0),
+        "baseline_failed": float(state.baseline.n_failed),
+    }
+
+
+def _evidence(state: EpisodeState, run: SuiteRun, files: FileTree) -> dict[str, Any]:
+    passing = set(run.passing)
+    changed = changed_paths(state.initial, files)
+    unrelated = [p for p in changed if is_test_file(p) or not p.endswith(".py")]
+    return {
+        "tests_passed": len(run.passing),
+        "tests_failed": run.n_failed,
+        "target_total": len(state.targets),
+        "target_unresolved": sum(t not in passing for t in state.targets),
+        "new_failures": sum(t not in passing for t in state.baseline.passing),
+        "files_modified": len(changed),
+        "unrelated_files_modified": len(unrelated),
+        "no_progress_steps": state.no_progress_steps,
+        "steps": state.step,
+        "returncode": run.returncode,
+        "timed_out": run.timed_out,
+        "complete": run.complete,
+    }

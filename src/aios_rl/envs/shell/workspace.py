@@ -1,0 +1,107 @@
+"""The working copy of a shell episode as an immutable file tree: what snapshots hold and restore writes.
+
+A :data:`FileTree` is a sorted tuple of ``(relative path, FileEntry)``, so it can be shared between
+snapshots without copying, compared for equality (no-progress detection, files modified) and pickled
+(to restore a snapshot in another worker). Caches (``__pycache__``, ``.pytest_cache``, ``*.pyc``...)
+and ``.git`` are not part of the tree. Symlinks are recorded as links and never followed, so a link the
+student planted inside the sandbox cannot make the host read or write outside the copy.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from aios_rl.envs.shell.actions import check_relpath
+
+SKIPPED_NAMES = frozenset({".git", "__pycache__", ".pytest_cache", ".hypothesis"})
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One path of a working copy: a file (bytes and mode), a symlink (target) or a directory (mode)."""
+
+    kind: str  # "file" | "link" | "dir"
+    data: bytes = b""
+    mode: int = 0o644
+
+
+FileTree = tuple[tuple[str, FileEntry], ...]
+
+
+def read_tree(root: Path) -> FileTree:
+    """Every file, link and directory under ``root`` (caches skipped), without following links."""
+    entries: list[tuple[str, FileEntry]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_NAMES)
+        base = Path(dirpath)
+        for name in [*dirnames, *filenames]:
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                entries.append((rel, FileEntry("link", os.readlink(path).encode())))
+                if name in dirnames:
+                    dirnames.remove(name)
+            elif stat.S_ISDIR(info.st_mode):
+                entries.append((rel, FileEntry("dir", mode=stat.S_IMODE(info.st_mode))))
+            elif stat.S_ISREG(info.st_mode) and not name.endswith(".pyc"):
+                entries.append((rel, FileEntry("file", path.read_bytes(), stat.S_IMODE(info.st_mode))))
+    return tuple(sorted(entries))
+
+
+def write_tree(root: Path, tree: FileTree) -> None:
+    """Make ``root`` hold exactly ``tree``: remove everything else, then write every entry."""
+    if root.exists():
+        for child in list(root.iterdir()):
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    root.mkdir(parents=True, exist_ok=True)
+    dirs = []
+    for rel, entry in tree:  # sorted, so a directory comes before what it holds
+        path = root / rel
+        if entry.kind == "dir":
+            path.mkdir(exist_ok=True)
+            dirs.append((path, entry.mode))
+        elif entry.kind == "link":
+            os.symlink(entry.data.decode(), path)
+        else:
+            path.write_bytes(entry.data)
+            path.chmod(entry.mode)
+    for path, mode in reversed(dirs):  # last, so a read-only directory was still writable while filled
+        path.chmod(mode)
+
+
+def changed_paths(before: FileTree, after: FileTree) -> list[str]:
+    """Files and links added, removed or changed between two trees (directories ignored), sorted."""
+    old = {p: e for p, e in before if e.kind != "dir"}
+    new = {p: e for p, e in after if e.kind != "dir"}
+    return sorted(p for p in old.keys() | new.keys() if old.get(p) != new.get(p))
+
+
+def python_sources(tree: FileTree) -> dict[str, str]:
+    """The ``.py`` files of a tree as text (undecodable bytes replaced)."""
+    return {
+        p: e.data.decode("utf-8", errors="replace") for p, e in tree if e.kind == "file" and p.endswith(".py")
+    }
+
+
+def inside(repo: Path, path: str) -> Path | None:
+    """The host path of a repository-relative path, or None when it (or a link on the way) leaves ``repo``."""
+    if check_relpath(path):
+        return None
+    target = (repo / path).resolve()
+    return target if target.is_relative_to(repo.resolve()) else None
+
+
+def new_workdir(work_root: str | None) -> Path:
+    """A fresh private directory for one episode's working copy (under ``work_root`` or the temp dir)."""
+    if work_root is not None:
+        Path(work_root).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="aios-rl-shell-", dir=work_root))

@@ -1,0 +1,163 @@
+"""RAIL's intervention traces (z, b, y) in a ``rail_traces`` table of the run's ``control.db``.
+
+Every realized intervention is one row: the 26-feature context z (JSON text, readable with ``sqlite3``),
+the arm name, the realized gain y, the policy's raw hidden state (a little-endian float64 BLOB: exact and
+about a quarter of JSON's size for a 4096-wide model, so the projection can be changed later), and where
+it happened. The table is created with ``CREATE TABLE IF NOT EXISTS`` outside the run store's numbered
+migrations, so it never moves the run's ``user_version``; WAL mode plus ``BEGIN IMMEDIATE`` and a busy
+timeout let this writer share the file with the control plane's, one short transaction per append.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from aios_rl.contracts.episode import utc_now
+from aios_rl.contracts.errors import ContractError, StorageError
+
+__all__ = ["RailTrace", "RailTraceStore"]
+
+Mode = Literal["shadow", "live"]
+_COLUMNS = "created_at, task_id, group_id, step, mode, arm, y, z, hidden"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS rail_traces (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    group_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    mode TEXT NOT NULL CHECK (mode IN ('shadow', 'live')),
+    arm TEXT NOT NULL,
+    y REAL NOT NULL,
+    z TEXT NOT NULL,
+    hidden BLOB NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class RailTrace:
+    """One realized intervention: context z (26,), arm b, realized gain y, and where it happened.
+
+    Attributes:
+        z: the context features the decision saw, shape ``(26,)``.
+        arm: the arm's name (``Arm.name``), never the null arm.
+        y: realized gain I(base ∪ branches) − I(base).
+        hidden: the policy's raw hidden state at the branch step (may be empty).
+        task_id / group_id / step: the task, its rollout group, and the trajectory step branched at.
+        mode: the controller mode that made the decision.
+        created_at: ISO-8601 UTC time.
+    """
+
+    z: tuple[float, ...]
+    arm: str
+    y: float
+    hidden: tuple[float, ...] = ()
+    task_id: str = ""
+    group_id: str = ""
+    step: int = 0
+    mode: Mode = "shadow"
+    created_at: str = field(default_factory=utc_now)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not all(math.isfinite(v) for v in (*self.z, self.y, *self.hidden)):
+            problems.append("z, y and hidden must be finite")
+        if self.mode not in ("shadow", "live"):
+            problems.append(f"mode: {self.mode!r}, expected 'shadow' or 'live'")
+        if not self.arm:
+            problems.append("arm: empty name")
+        if self.step < 0:
+            problems.append(f"step: {self.step}, expected >= 0")
+        if problems:
+            raise ContractError("invalid RAIL trace", problems)
+
+
+class RailTraceStore:
+    """Append-only store of :class:`RailTrace` rows in ``db_path`` (normally ``RUN/control.db``).
+
+    Args:
+        db_path: the SQLite file; created with its parent directory when missing.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = Path(db_path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, timeout=30.0, check_same_thread=False
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(_SCHEMA)
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise StorageError(f"{self.path}: cannot open the RAIL trace table: {exc}") from None
+
+    def append(self, trace: RailTrace) -> int:
+        """Insert one trace in its own transaction; returns its row id."""
+        row = (
+            trace.created_at, trace.task_id, trace.group_id, trace.step, trace.mode, trace.arm,
+            float(trace.y),
+            json.dumps([float(v) for v in trace.z]), np.asarray(trace.hidden, dtype="<f8").tobytes(),
+        )
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    cur = self._conn.execute(
+                        f"INSERT INTO rail_traces ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                raise StorageError(f"{self.path}: cannot append a RAIL trace: {exc}") from None
+        return int(cur.lastrowid)
+
+    def all(self) -> list[RailTrace]:
+        """Every stored trace, in insertion order."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM rail_traces ORDER BY id"
+            ).fetchall()
+        return [
+            RailTrace(
+                z=tuple(float(v) for v in json.loads(z)),
+                arm=str(arm),
+                y=float(y),
+                hidden=tuple(np.frombuffer(hidden, dtype="<f8").tolist()),
+                task_id=str(task_id),
+                group_id=str(group_id),
+                step=int(step),
+                mode=mode,
+                created_at=str(created_at),
+            )
+            for created_at, task_id, group_id, step, mode, arm, y, z, hidden in rows
+        ]
+
+    def count(self) -> int:
+        """Number of stored traces."""
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM rail_traces").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> RailTraceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

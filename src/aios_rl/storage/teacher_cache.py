@@ -1,0 +1,90 @@
+"""The teacher reply cache: a small SQLite file of its own (``RUN/teacher_cache.db`` by convention).
+
+Keyed by ``sha256(backend, model, prompt)``; the value is the raw reply text and its cost, so a changed
+parser re-reads cached replies instead of trusting old parses. It is a separate file, not a table in
+``control.db``: the cache is written from many rollout threads while the control plane is the single
+writer of ``control.db``, and a cache can be deleted at any time without touching the run's history.
+``path=None`` keeps the cache in memory (tests, one-off calibrations).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from aios_rl.contracts.errors import StorageError
+
+__all__ = ["CachedReply", "TeacherCache", "cache_key"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS teacher_cache (
+    key TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    model TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    cost_usd REAL,
+    created_at TEXT NOT NULL
+)
+"""
+
+
+def cache_key(backend: str, model: str, prompt: str) -> str:
+    """sha256 hex of the canonical JSON of ``[backend, model, prompt]`` (no separator ambiguity)."""
+    return hashlib.sha256(json.dumps([backend, model, prompt], ensure_ascii=False).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    """One cached reply."""
+
+    reply: str
+    cost_usd: float | None
+
+
+class TeacherCache:
+    """Thread-safe reply cache in one SQLite file (or in memory when ``path`` is None)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            if path is not None:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
+                                         isolation_level=None, timeout=30.0)
+            if path is not None:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(_SCHEMA)
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise StorageError(f"{path or ':memory:'}: cannot open the teacher cache: {exc}") from None
+
+    def get(self, key: str) -> CachedReply | None:
+        """The cached reply under ``key``, or None."""
+        with self._lock:
+            sql = "SELECT reply, cost_usd FROM teacher_cache WHERE key = ?"
+            row = self._conn.execute(sql, (key,)).fetchone()
+        return CachedReply(str(row[0]), row[1]) if row else None
+
+    def put(self, key: str, backend: str, model: str, reply: str, cost_usd: float | None) -> None:
+        """Store (or replace) the reply under ``key``."""
+        now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO teacher_cache (key, backend, model, reply, cost_usd, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET reply = excluded.reply, cost_usd = excluded.cost_usd",
+                (key, backend, model, reply, cost_usd, now),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM teacher_cache").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

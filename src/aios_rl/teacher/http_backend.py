@@ -1,0 +1,165 @@
+"""Teacher backend for any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp server, Ollama ...).
+
+One call is ``POST {base_url}/chat/completions`` with ``{"model", "messages", "temperature"}`` (plus
+``max_tokens`` when configured) and, when a key is available, ``Authorization: Bearer <key>``. The key
+comes from ``api_key`` in the config, else from the environment variable named by ``api_key_env``
+(``OPENAI_API_KEY``); a local server needs neither. The key is a ``SecretStr`` so the resolved config
+stored with a run shows ``**********``, never the key.
+
+The reply is ``choices[0].message.content``. Cost is computed from ``usage.prompt_tokens`` and
+``usage.completion_tokens`` when per-token prices are configured, else None.
+
+Failure reasons: ``timeout`` (connect/read took longer than the call's timeout; the body is read in
+chunks against one deadline, so a server trickling bytes cannot stretch it), ``connection_error``,
+``http_<status>`` (429 and 5xx retryable), ``malformed_envelope`` (body not JSON or no string content),
+``error_reported`` (a 200 body holding an ``error`` object).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from pydantic import Field, SecretStr
+
+from aios_rl.contracts.config import ConfigModel
+from aios_rl.teacher.backend import BackendFailure, BackendReply
+
+__all__ = ["OpenAIBackend", "OpenAIBackendConfig"]
+
+SYSTEM_PROMPT = "You are a strict, calibrated judge of agent episodes. Reply with one JSON object only."
+_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+class OpenAIBackendConfig(ConfigModel):
+    """Where and how to call an OpenAI-compatible chat completions endpoint."""
+
+    base_url: str = Field(
+        default="https://api.openai.com/v1", description="API root; /chat/completions is appended."
+    )
+    model: str = Field(default="gpt-4o-mini", description="Model name sent in the request.")
+    temperature: float = Field(
+        default=0.0, ge=0.0, le=2.0, description="Sampling temperature (0 for a stable judge)."
+    )
+    max_tokens: int | None = Field(
+        default=None, gt=0, description="Cap on reply tokens; default: the server's."
+    )
+    api_key: SecretStr | None = Field(default=None, description="API key; default: read from api_key_env.")
+    api_key_env: str = Field(
+        default="OPENAI_API_KEY", description="Environment variable holding the API key."
+    )
+    price_per_input_token_usd: float | None = Field(
+        default=None, ge=0.0, description="Dollars per prompt token, for cost accounting; None: cost unknown."
+    )
+    price_per_output_token_usd: float | None = Field(
+        default=None, ge=0.0, description="Dollars per completion token, for cost accounting; None: unknown."
+    )
+
+
+class OpenAIBackend:
+    """An OpenAI-compatible endpoint as a :class:`~aios_rl.teacher.backend.PromptBackend`."""
+
+    name = "openai"
+
+    def __init__(self, config: OpenAIBackendConfig | None = None) -> None:
+        self.config = config or OpenAIBackendConfig()
+        self.model = self.config.model
+
+    def _key(self) -> str | None:
+        if self.config.api_key is not None:
+            return self.config.api_key.get_secret_value()
+        return os.environ.get(self.config.api_key_env) or None
+
+    def complete(self, prompt: str, timeout_s: float) -> BackendReply:
+        """POST the prompt and return the reply.
+
+        Raises:
+            BackendFailure: for every way the call can fail (reasons in the module docstring).
+        """
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}],
+            "temperature": self.config.temperature,
+        }
+        if self.config.max_tokens is not None:
+            body["max_tokens"] = self.config.max_tokens
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = self._key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        url = self.config.base_url.rstrip("/") + "/chat/completions"
+        return self._reply(_post(url, json.dumps(body).encode(), headers, timeout_s))
+
+    def _reply(self, raw: bytes) -> BackendReply:
+        try:
+            obj = json.loads(raw.decode("utf-8", errors="replace"))
+        except (ValueError, RecursionError):
+            raise BackendFailure("malformed_envelope", f"openai: body is not JSON: {raw[:120]!r}") from None
+        if not isinstance(obj, dict):
+            raise BackendFailure("malformed_envelope", "openai: body is not a JSON object")
+        if obj.get("error") and not obj.get("choices"):
+            raise BackendFailure("error_reported", f"openai: {str(obj['error'])[:200]}")
+        try:
+            content = obj["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise BackendFailure("malformed_envelope", "openai: no choices[0].message.content") from None
+        if not isinstance(content, str):
+            raise BackendFailure("malformed_envelope", "openai: choices[0].message.content is not a string")
+        return BackendReply(content, self._cost(obj.get("usage")))
+
+    def _cost(self, usage: Any) -> float | None:
+        cfg = self.config
+        if cfg.price_per_input_token_usd is None or cfg.price_per_output_token_usd is None:
+            return None
+        if not isinstance(usage, dict):
+            return None
+        tokens_in, tokens_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        counts = (tokens_in, tokens_out)
+        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in counts):
+            return None
+        return tokens_in * cfg.price_per_input_token_usd + tokens_out * cfg.price_per_output_token_usd
+
+
+def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> bytes:
+    """POST ``data`` and read the body against one deadline; map every failure to a BackendFailure."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            chunks, size = [], 0
+            # read1 returns what has arrived instead of waiting for 64 KiB, so the deadline is checked
+            # between the server's writes (a plain read would block until the whole body came).
+            while chunk := response.read1(65536):
+                chunks.append(chunk)
+                size += len(chunk)
+                if time.monotonic() > deadline:
+                    detail = f"openai: body not read within {timeout_s:g}s"
+                    raise BackendFailure("timeout", detail, retryable=True)
+                if size > _MAX_BODY_BYTES:
+                    detail = f"openai: body larger than {_MAX_BODY_BYTES} bytes"
+                    raise BackendFailure("malformed_envelope", detail)
+            return b"".join(chunks)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(300).decode("utf-8", errors="replace") if exc.fp is not None else ""
+        retryable = exc.code == 429 or exc.code >= 500
+        reason = f"http_{exc.code}"
+        raise BackendFailure(reason, f"openai: {exc.reason}: {detail}", retryable=retryable) from None
+    except (TimeoutError, socket.timeout):
+        raise _timeout(timeout_s) from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, TimeoutError | socket.timeout):
+            raise _timeout(timeout_s) from None
+        raise BackendFailure("connection_error", f"openai: {exc.reason}", retryable=True) from None
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # resets, bad URLs, protocol errors
+        detail = f"openai: {type(exc).__name__}: {exc}"
+        raise BackendFailure("connection_error", detail, retryable=True) from None
+
+
+def _timeout(timeout_s: float) -> BackendFailure:
+    return BackendFailure("timeout", f"openai: no answer within {timeout_s:g}s", retryable=True)

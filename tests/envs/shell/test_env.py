@@ -1,0 +1,336 @@
+"""shell/bugfix-v1 end to end on tiny task repositories, every command in the real bubblewrap sandbox."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from aios_rl.contracts.episode import Task
+from aios_rl.contracts.errors import ConfigError, EnvError
+from aios_rl.envs.base import check_env, make
+from aios_rl.envs.shell.candidates import FEATURE_NAMES, History, assemble, localize, patch_pool
+from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig, ShellSnapshot
+from aios_rl.envs.shell.mutate import unified_diff
+from aios_rl.envs.shell.pytest_output import display_output, parse_pytest
+from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
+from aios_rl.envs.shell.task import ShellTaskManifest, write_task
+
+CALC = '''"""Tiny calculator."""
+
+
+def add(a, b):
+    return a - b
+
+
+def clamp(x, low, high):
+    if x < low:
+        return low
+    if x > high:
+        return high
+    return x
+'''
+TESTS = '''from calc import add, clamp
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_add_negative():
+    assert add(-1, 1) == 0
+
+
+def test_clamp():
+    assert clamp(5, 0, 3) == 3 and clamp(-1, 0, 3) == 0 and clamp(2, 0, 3) == 2
+'''
+FIXED = CALC.replace("return a - b", "return a + b")
+TEST_COMMAND = ["python", "-m", "pytest", "-q", "tests"]
+TARGETS = ["tests/test_calc.py::test_add", "tests/test_calc.py::test_add_negative"]
+
+
+def make_task(root: Path, *, files: dict[str, str] | None = None, command: list[str] | None = None,
+              timeout_s: float = 60.0, oracle: bool = True, task_id: str = "calc-1") -> Task:
+    """A task directory with the buggy calc repo (or ``files``) and, optionally, its reference fix."""
+    src = root / f"src-{task_id}"
+    for rel, text in (files or {"calc.py": CALC, "tests/test_calc.py": TESTS}).items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    manifest = ShellTaskManifest(
+        task_id=task_id, split="train", prompt="Fix the bug so that the tests pass.",
+        test_command=command or TEST_COMMAND, timeout_s=timeout_s,
+        reference_patch=unified_diff(CALC, FIXED, "calc.py") if oracle else None,
+        metadata={"operator": "arithmetic_swap", "description": "operator '+' -> '-'"} if oracle else {},
+    )
+    return manifest.to_task(write_task(root / "tasks", manifest, src))
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    return Sandbox(SandboxConfig())
+
+
+@pytest.fixture()
+def task(tmp_path: Path) -> Task:
+    return make_task(tmp_path)
+
+
+@pytest.fixture()
+def env(sandbox: Sandbox):
+    env = ShellBugfixEnv(sandbox=sandbox)
+    yield env
+    env.close()
+
+
+def _files(env: ShellBugfixEnv) -> dict[str, bytes]:
+    return {path: entry.data for path, entry in env.snapshot().files if entry.kind == "file"}
+
+
+def test_check_env_passes_on_a_real_task(task: Task, sandbox: Sandbox) -> None:
+    env = make("shell/bugfix-v1", sandbox=sandbox)
+    check_env(env, task)
+
+
+def test_reset_runs_the_baseline_and_never_touches_the_task_dir(env: ShellBugfixEnv, task: Task) -> None:
+    task_repo = Path(task.spec["task_dir"]) / "repo"
+    before = sorted((p.relative_to(task_repo), p.read_bytes()) for p in task_repo.rglob("*") if p.is_file())
+    obs = env.reset(task, seed=0)
+    assert "Fix the bug so that the tests pass." in obs.text
+    assert "Tests: 1 passed, 2 failed" in obs.text
+    assert all(t in obs.text for t in TARGETS)
+    assert "<duration>" in obs.text and " in 0." not in obs.text  # timings masked: observations repeat
+    assert obs.candidates[:2] == ["read calc.py", "run python -m pytest -q tests"]
+    assert obs.candidates[-1] == "stop done"
+    assert "patch\n" + unified_diff(CALC, FIXED, "calc.py") in obs.candidates
+    assert all(list(f) == list(FEATURE_NAMES) for f in obs.candidate_features)
+    assert obs.features["tests_failed"] == 2.0
+    env.step("patch\n" + unified_diff(CALC, FIXED, "calc.py"))
+    after = sorted((p.relative_to(task_repo), p.read_bytes()) for p in task_repo.rglob("*") if p.is_file())
+    assert after == before
+
+
+def test_read_run_and_invalid_actions(env: ShellBugfixEnv, task: Task) -> None:
+    env.reset(task, seed=0)
+    read = env.step("read calc.py")
+    assert "calc.py (13 lines):" in read.observation.text and "return a - b" in read.observation.text
+    assert read.info["invalid_action"] is False and read.reward == 0.0
+    assert read.observation.candidate_features[0]["already_read"] == 1.0  # the `read calc.py` candidate
+
+    grep = env.step('{"action": "run", "command": "grep -n return calc.py"}')
+    assert "5:    return a - b" in grep.observation.text and "[exit code 0]" in grep.observation.text
+    assert grep.info["invalid_action"] is False
+
+    for action, fragment in [
+        ("run rm calc.py", "not allowed"),
+        ("run cat calc.py > copy.txt", "operator '>'"),
+        ("run cat /etc/passwd", "leaves the repository"),
+        ("read ../manifest.json", "leaves the repository"),
+        ('{"action": "read", "path": "calc.py"', "malformed JSON"),
+        ("make it work", "unknown action"),
+    ]:
+        result = env.step(action)
+        assert result.info["invalid_action"] is True, action
+        assert fragment in result.info["error"] and f"Invalid action: " in result.observation.text
+        assert not result.terminated and not result.truncated
+    missing = env.step("read nope.py")
+    assert "no file 'nope.py'" in missing.observation.text and missing.info["invalid_action"] is False
+    assert missing.observation.features["step"] == 9.0
+    assert _files(env)["calc.py"] == CALC.encode() and "copy.txt" not in _files(env)
+
+
+def test_correct_patch_passes_terminates_and_verifies_success(env: ShellBugfixEnv, task: Task) -> None:
+    env.reset(task, seed=0)
+    edit = {"action": "patch", "path": "calc.py", "search": "return a - b", "replace": "return a + b"}
+    result = env.step(json.dumps(edit))
+    assert result.info["patch_applied"] is True and result.info["files_changed"] == ["calc.py"]
+    assert result.terminated and not result.truncated and result.info["stop_reason"] == "tests_passed"
+    assert "Tests: 3 passed, 0 failed (all passed)." in result.observation.text
+    with pytest.raises(EnvError, match="episode ended"):
+        env.step("stop done")
+    verification = env.verify()
+    assert verification.completed and verification.outcome == "success"
+    ev = verification.evidence
+    counts = ("tests_passed", "tests_failed", "target_unresolved", "new_failures", "target_total")
+    assert [ev[k] for k in counts] == [3, 0, 0, 0, 2]
+    assert [ev[k] for k in ("files_modified", "unrelated_files_modified", "steps")] == [1, 0, 1]
+
+
+def test_wrong_patch_branches_and_partial_fix(env: ShellBugfixEnv, task: Task, sandbox: Sandbox) -> None:
+    env.reset(task, seed=0)
+    env.step("read calc.py")  # step k = 1
+    snap = env.snapshot()
+    assert isinstance(snap, ShellSnapshot)
+    wrong = "patch\n" + unified_diff(CALC, CALC.replace("return low\n", "return high\n"), "calc.py")
+    first = env.step(wrong)
+    assert first.info["patch_applied"] and not first.terminated
+    assert "Failing:" in first.observation.text and "test_clamp" in first.observation.text
+    failed = env.verify()
+    assert failed.outcome == "failure" and failed.completed
+    assert (failed.evidence["new_failures"], failed.evidence["target_unresolved"]) == (1, 2)
+
+    env.restore(snap)
+    assert _files(env)["calc.py"] == CALC.encode()  # the wrong patch is gone
+    second = env.step(wrong)
+    assert second.observation == first.observation
+
+    # A second instance restored from the same snapshot has its own working copy.
+    other = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        other.restore(snap)
+        partial = CALC.replace("return a - b", "return a + b if a > 0 else a - b")
+        other.step("patch\n" + unified_diff(CALC, partial, "calc.py"))
+        assert _files(other)["calc.py"] == partial.encode()
+        assert _files(env)["calc.py"] != partial.encode()
+        verdict = other.verify()
+        assert verdict.outcome == "partial" and verdict.evidence["target_unresolved"] == 1
+    finally:
+        other.close()
+
+
+def test_no_progress_and_unrelated_files_are_counted(env: ShellBugfixEnv, task: Task) -> None:
+    env.reset(task, seed=0)
+    env.step("read calc.py")
+    env.step("read calc.py")
+    edit = {"action": "patch", "path": "tests/test_calc.py", "search": "    assert add(-1, 1) == 0\n",
+            "replace": "    assert True\n"}
+    env.step(json.dumps(edit))  # "fixing" a test by weakening it
+    env.step("stop giving up")
+    ev = env.verify().evidence
+    assert ev["no_progress_steps"] == 3  # two reads and the stop changed neither files nor tests
+    assert (ev["files_modified"], ev["unrelated_files_modified"]) == (1, 1)
+    assert ev["target_unresolved"] == 1 and ev["steps"] == 4
+
+
+def test_truncated_after_max_steps(env: ShellBugfixEnv, task: Task) -> None:
+    env.reset(task, seed=0)
+    results = [env.step("read calc.py") for _ in range(12)]
+    assert [r.truncated for r in results] == [False] * 11 + [True]
+    assert not any(r.terminated for r in results) and results[-1].info["stop_reason"] == "max_steps"
+    assert "Step 12 of 12." in results[-1].observation.text
+    with pytest.raises(EnvError, match="episode ended at step 12"):
+        env.step("read calc.py")
+
+
+def test_stop_terminates(env: ShellBugfixEnv, task: Task) -> None:
+    env.reset(task, seed=0)
+    result = env.step("stop I cannot find it")
+    assert result.terminated and result.info["stop_reason"] == "student_stop"
+    assert "Stopped: I cannot find it" in result.observation.text
+
+
+def test_timeout_is_blocked(tmp_path: Path, sandbox: Sandbox) -> None:
+    slow = "def test_forever():\n    while True:\n        pass\n"
+    files = {"calc.py": CALC, "tests/test_slow.py": slow}
+    task = make_task(tmp_path, files=files, timeout_s=1.5, oracle=False)
+    env = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        obs = env.reset(task, seed=0)
+        assert "Tests: the test run timed out." in obs.text
+        verification = env.verify()
+        assert verification.outcome == "blocked" and not verification.completed
+        assert verification.evidence["timed_out"] is True
+    finally:
+        env.close()
+
+
+def test_non_pytest_command_is_judged_by_exit_code(tmp_path: Path, sandbox: Sandbox) -> None:
+    check = "from calc import add\nraise SystemExit(0 if add(2, 3) == 5 else 1)\n"
+    task = make_task(tmp_path, files={"calc.py": CALC, "check.py": check}, command=["python", "check.py"])
+    env = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        obs = env.reset(task, seed=0)
+        assert "Tests: 0 passed, 1 failed (exit code 1)." in obs.text
+        assert "Failing: python check.py" in obs.text
+        assert "read check.py" in obs.candidates and "run python check.py" in obs.candidates
+        assert env.verify().outcome == "failure"
+        result = env.step("patch\n" + unified_diff(CALC, FIXED, "calc.py"))
+        assert result.terminated
+        verification = env.verify()
+        assert verification.outcome == "success" and verification.evidence["tests_passed"] == 1
+    finally:
+        env.close()
+
+
+def test_step_before_reset_and_bad_spec_raise(env: ShellBugfixEnv, task: Task) -> None:
+    with pytest.raises(EnvError, match="call reset"):
+        env.step("read calc.py")
+    bad = task.model_copy(update={"spec": {**task.spec, "test_command": []}})
+    with pytest.raises(EnvError, match="test_command"):
+        env.reset(bad, seed=0)
+    with pytest.raises(EnvError, match="ShellSnapshot"):
+        env.restore({"files": {}})
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(ConfigError, match="max_steps"):
+        ShellEnvConfig(max_steps=0)
+    with pytest.raises(ConfigError, match="max_candidates"):
+        ShellEnvConfig(max_candidates=1)
+
+
+def test_candidates_rank_suspicious_functions_first_and_respect_the_cap() -> None:
+    # Pure: a canned -rA summary is what the sandbox run would print; no environment needed.
+    output = ("FAILED tests/test_calc.py::test_add - assert -1 == 5\n"
+              "FAILED tests/test_calc.py::test_add_negative\n"
+              "PASSED tests/test_calc.py::test_clamp\n2 failed, 1 passed in 0.01s\n")
+    run = parse_pytest(output, 1)
+    files = {"calc.py": CALC, "tests/test_calc.py": TESTS}
+    sites = localize(files, run, small_repo_functions=0)
+    assert sites["calc.py"]["add"].suspicion == 1.0 and sites["calc.py"]["add"].tests == 2
+    assert "clamp" not in sites["calc.py"]  # only a passing test reaches it, and the repo is not "small"
+    pool = patch_pool(files, run, small_repo_functions=20)
+    assert {c.qualname for c in pool[:3]} == {"add"} and any(c.qualname == "clamp" for c in pool)
+    history = History(step=3, max_steps=12, files_read=frozenset({"calc.py"}),
+                      tried=frozenset({pool[0].text}))
+    texts, features = assemble(pool, files, run, TEST_COMMAND, history, max_candidates=6)
+    assert len(texts) == len(features) == 6
+    assert texts[:2] == ["read calc.py", "run python -m pytest -q tests"] and texts[-1] == "stop done"
+    assert texts[2:5] == [c.text for c in pool[:3]]
+    assert features[2]["already_tried"] == 1.0 and features[3]["already_tried"] == 0.0
+    assert features[2]["already_read"] == 1.0 and features[2]["suspicion"] == 1.0
+    assert all(f["step_fraction"] == 0.25 and f["failing_tests"] == 2.0 for f in features)
+
+
+def test_pytest_summary_parsing() -> None:
+    output = "\n".join([
+        "tests/test_x.py:7: in test_a",
+        "    assert f(1) == 2",
+        "pkg/mod.py:19: in f",
+        "    raise ValueError(x)",
+        "E   ValueError: 1",
+        "=========================== short test summary info ============================",
+        "PASSED tests/test_x.py::test_ok",
+        "PASSED tests/test_x.py::test_param[a - b]",
+        "FAILED tests/test_x.py::test_a - ValueError: 1",
+        "FAILED tests/test_x.py::TestK::test_b[1-2] - assert 0",
+        "ERROR tests/test_y.py - ImportError: no module",
+        "XFAIL tests/test_x.py::test_later - not yet",
+        "== 3 failed, 2 passed, 1 xfailed, 1 warning, 1 error in 0.52s (0:00:00) ==",
+    ])  # fmt: skip
+    run = parse_pytest(output, 1)
+    assert run.passing == ("tests/test_x.py::test_ok", "tests/test_x.py::test_param[a - b]")
+    assert run.failing == ("tests/test_x.py::test_a", "tests/test_x.py::TestK::test_b[1-2]",
+                           "tests/test_y.py")
+    assert run.counts == {"failed": 3, "passed": 2, "xfailed": 1, "warning": 1, "error": 1}
+    assert run.complete and not run.passed
+    assert [(f.path, f.lineno, f.function) for f in run.frames] == [("tests/test_x.py", 7, "test_a"),
+                                                                     ("pkg/mod.py", 19, "f")]
+    crashed = parse_pytest("PASSED tests/test_x.py::test_ok\n", 0)
+    assert not crashed.complete and not crashed.passed  # exit 0 without pytest's verdict is not a pass
+    assert not parse_pytest("1 passed in 0.1s\n", 0, timed_out=True).complete
+    shown = display_output("PASSED tests/t.py::x\n=== PASSES ===\nobj at 0x7f3a2b1c9d80\n1 passed in 0.52s\n")
+    assert shown == "obj at 0x<address>\n1 passed in <duration>"
+
+
+def test_wall_budget_truncates_without_running(task: Task, sandbox: Sandbox) -> None:
+    env = ShellBugfixEnv(ShellEnvConfig(episode_wall_s=0.001), sandbox=sandbox)
+    try:
+        env.reset(task, seed=0)
+        time.sleep(0.01)  # the budget is spent before the first step
+        result = env.step("run python -m pytest -q tests")
+        assert result.truncated and result.info["stop_reason"] == "wall_budget"
+        assert result.info["tests_run"] is False and "budget is spent" in result.observation.text
+    finally:
+        env.close()

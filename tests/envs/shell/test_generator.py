@@ -1,0 +1,260 @@
+"""The shell task generator: determinism, validity of what it keeps, splits, no leakage, repo mining."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell.generator import (
+    SUMMARY_FILE,
+    GeneratorConfig,
+    KeptMutant,
+    SourceRepo,
+    _quotas,
+    _RepoState,
+    candidate_queue,
+    covered_functions,
+    generate_benchmark,
+    generate_from_repo,
+    holdout_splits,
+    prepare_out_dir,
+    referenced_names,
+)
+from aios_rl.envs.shell.mutate import OPERATORS, Mutation
+from aios_rl.envs.shell.seed_repos import SEEDS_DIR
+from aios_rl.envs.shell.task import read_manifest
+from aios_rl.envs.shell.validation import PYTEST_COMMAND, SuiteRun, check_task, validation_sandbox
+
+COUNT = 8
+
+
+def snapshot(out: Path) -> dict[str, bytes]:
+    """Every file of a generated task set, by relative path."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    return validation_sandbox()
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory, sandbox):
+    """The same seed twice and another seed once."""
+    root = tmp_path_factory.mktemp("gen")
+    runs = {}
+    for name, seed in (("a", 11), ("b", 11), ("c", 12)):
+        runs[name] = generate_benchmark(root / name, GeneratorConfig(count=COUNT, seed=seed), sandbox)
+    return root, runs
+
+
+def test_same_seed_same_task_set(generated) -> None:
+    root, runs = generated
+    a, b = snapshot(root / "a"), snapshot(root / "b")
+    assert runs["a"].generated == COUNT
+    assert a == b  # ids, manifests, repo files and benchmark.json, byte for byte
+    assert len([k for k in a if k.endswith("/manifest.json")]) == COUNT
+
+
+def test_different_seed_different_task_set(generated) -> None:
+    root, runs = generated
+    ids = {name: {p.name for p in (root / name).iterdir() if p.is_dir()} for name in ("a", "c")}
+    assert ids["a"] != ids["c"]
+    assert runs["c"].generated == COUNT
+
+
+def test_generated_tasks_are_valid_in_the_sandbox(generated, sandbox) -> None:
+    root, _ = generated
+    tasks = sorted(p for p in (root / "a").iterdir() if p.is_dir())[:6]
+    for task in tasks:
+        manifest = read_manifest(task)
+        check = check_task(task, sandbox)
+        assert check.verdict == "valid", (task.name, check.reason)
+        assert check.given is not None and check.given.passed >= 1  # the mutant still passes some tests
+        assert sorted(check.failing_tests) == sorted(manifest.target_tests or [])
+        assert check.passing_tests == check.failing_tests  # the reference patch fixes every one
+        meta = manifest.metadata
+        assert meta["operator"] in OPERATORS and meta["failing_count"] == len(check.failing_tests)
+        assert (task / "repo" / meta["file"]).is_file() and not (task / "repo" / ".git").exists()
+        assert 0 <= meta["difficulty"] <= 1 and meta["seed_repo"] == task.name.rsplit("-", 1)[0]
+
+
+def test_holdout_repos_never_in_train(generated) -> None:
+    root, runs = generated
+    for name in ("a", "c"):
+        manifests = [read_manifest(p) for p in (root / name).iterdir() if p.is_dir()]
+        repos = {"train": set(), "holdout": set()}
+        for m in manifests:
+            repos[m.split].add(m.metadata["seed_repo"])
+        unseen = repos["holdout"] - repos["train"]
+        assert len(unseen) >= 2 and set(runs[name].holdout_repos) <= unseen
+        summary = json.loads((root / name / SUMMARY_FILE).read_text())
+        assert summary["train"] + summary["holdout"] == COUNT == len(summary["tasks"])
+        assert summary["holdout"] == sum(m.split == "holdout" for m in manifests)
+
+
+def test_prompt_leaks_nothing_but_failing_tests(generated) -> None:
+    root, _ = generated
+    for task in sorted(p for p in (root / "a").iterdir() if p.is_dir()):
+        m = read_manifest(task)
+        prompt = m.prompt
+        assert "python -m pytest -q tests" in prompt
+        assert all(t in prompt for t in m.target_tests or [])
+        assert m.metadata["description"] not in prompt and f"line {m.metadata['line']}" not in prompt
+        for op in OPERATORS:
+            assert op not in prompt and op.replace("_", " ") not in prompt
+        changed = [line[1:].strip() for line in (m.reference_patch or "").splitlines()
+                   if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        assert changed and not any(code in prompt for code in changed if len(code) > 3)
+        assert m.test_command == list(PYTEST_COMMAND) and m.family == "failing_tests"
+
+
+def test_quotas_deal_round_robin_and_redistribute() -> None:
+    def state(name: str, kept: int, closed: bool) -> _RepoState:
+        s = _RepoState(SourceRepo(name, Path("."), PYTEST_COMMAND, (), ()), random.Random(0), closed=closed)
+        s.kept = [None] * kept  # type: ignore[list-item]
+        return s
+
+    states = [state("h", 0, False), state("a", 0, False), state("b", 0, False)]
+    assert _quotas(states, 7) == {"h": 3, "a": 2, "b": 2}
+    states[1] = state("a", 1, True)  # a ran out of candidates with one task
+    assert _quotas(states, 7) == {"a": 1, "h": 3, "b": 3}
+
+
+def _kept(repo: str, line: int, n: int) -> KeptMutant:
+    mutation = Mutation("comparison_swap", "m.py", "f", line, 0, "<", "<=", "x")
+    run = SuiteRun(returncode=1, timed_out=False)
+    source = SourceRepo(repo, Path("."), PYTEST_COMMAND, (), ())
+    return KeptMutant(source, mutation, "", "", run, f"{repo}-{line}-{n}")
+
+
+def test_holdout_splits_by_line_and_keeps_a_training_task() -> None:
+    kept = [_kept("h", 1, 0), _kept("a", 1, 0), _kept("a", 1, 1), _kept("a", 2, 0), _kept("b", 5, 0),
+            *(_kept("c", line, 0) for line in range(10))]
+    splits = holdout_splits(kept, ["h"], 0.5, random.Random(0))
+    assert splits["h-1-0"] == "holdout" and splits["b-5-0"] == "train"  # b's only task stays in train
+    assert splits["a-1-0"] == splits["a-1-1"]  # one line, one split
+    assert sum(s == "holdout" for k, s in splits.items() if not k.startswith("h")) >= round(0.5 * 14) - 1
+    assert any(s == "train" for k, s in splits.items() if k.startswith("a-"))
+
+
+def test_covered_functions_follow_tests_and_calls() -> None:
+    source = (
+        "def _helper(x):\n    return x + 1\n\n\ndef api(x):\n    return _helper(x)\n\n\n"
+        "def unused(x):\n    return x - 1\n\n\nclass Box:\n    def __init__(self, v):\n        self.v = v\n\n"
+        "    def get(self):\n        return self.v\n\n    def other(self):\n        return 0\n"
+    )
+    tests = "from mod import api, Box\n\ndef test_a():\n    assert Box(1).get() == api(0)\n"
+    names = referenced_names([tests])
+    assert {"api", "Box", "get"} <= names and "unused" not in names
+    assert covered_functions(source, names) == ["_helper", "api", "Box.__init__", "Box.get"]
+
+
+def test_candidate_queue_alternates_operators() -> None:
+    repo = SourceRepo("roman", SEEDS_DIR / "roman", PYTEST_COMMAND, ("roman.py",), ("tests/test_roman.py",))
+    queue = list(candidate_queue(repo, OPERATORS, random.Random(0)))
+    first = [m.operator for m in queue[: len(OPERATORS)]]
+    assert len(set(first)) == len(OPERATORS)  # the first round covers every operator kind
+    assert queue == list(candidate_queue(repo, OPERATORS, random.Random(0)))
+    assert {m.qualname for m in queue} <= {"to_roman", "parse_roman", "from_roman", "is_roman", "add_roman",
+                                          "subtract_roman", "sort_numerals"}
+
+
+def test_out_dir_refused_unless_force(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "t1").mkdir(parents=True)
+    (out / "t1" / "manifest.json").write_text("{}")
+    with pytest.raises(EnvError, match="not empty"):
+        prepare_out_dir(out, force=False)
+    prepare_out_dir(out, force=True)
+    assert list(out.iterdir()) == []
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(EnvError, match="notes.txt is not a task"):
+        prepare_out_dir(out, force=True)
+    assert (out / "notes.txt").exists()
+
+
+SHAPES = '''"""Tiny geometry helpers."""
+
+
+def area(width, height):
+    if width < 0 or height < 0:
+        raise ValueError("negative size")
+    return width * height
+
+
+def perimeter(width, height):
+    return 2 * (width + height)
+
+
+def scale(points, factor):
+    return [(x * factor, y * factor) for x, y in points]
+'''
+SHAPES_TESTS = '''import pytest
+
+from shapes import area, perimeter, scale
+
+
+def test_area():
+    assert area(2, 3) == 6
+
+
+def test_area_negative():
+    with pytest.raises(ValueError):
+        area(-1, 2)
+
+
+def test_perimeter():
+    assert perimeter(2, 3) == 10
+
+
+def test_scale():
+    assert scale([(1, 2), (3, 4)], 2) == [(2, 4), (6, 8)]
+'''
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                   check=True, capture_output=True)
+
+
+def test_tasks_from_a_git_repo(tmp_path: Path, sandbox) -> None:
+    repo = tmp_path / "my proj"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    (repo / ".gitignore").write_text("junk/\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    (repo / "junk").mkdir()
+    (repo / "junk" / "big.py").write_text("def huge():\n    return 1\n")
+    (repo / "notes.py").write_text("def note():\n    return 'uncommitted but not ignored'\n")
+    out = tmp_path / "mined"
+    config = GeneratorConfig(count=3, seed=1)
+    summary = generate_from_repo(repo, list(PYTEST_COMMAND), out, config, sandbox=sandbox)
+    tasks = sorted(p for p in out.iterdir() if p.is_dir())
+    assert summary.generated == 3 == len(tasks) and summary.train == 3 and summary.holdout == 0
+    for task in tasks:
+        m = read_manifest(task)
+        assert task.name.startswith("my-proj-") and m.split == "train"
+        assert m.metadata["file"] == "shapes.py" and m.metadata["qualname"] in {"area", "perimeter", "scale"}
+        files = {p.relative_to(task / "repo").as_posix() for p in (task / "repo").rglob("*")}
+        assert ".git" not in files and "junk" not in files and "notes.py" in files
+    assert check_task(tasks[0], sandbox).verdict == "valid"
+    assert (repo / ".git").is_dir() and (repo / "shapes.py").read_text() == SHAPES  # source untouched
+
+
+def test_tasks_from_a_repo_whose_tests_fail(tmp_path: Path, sandbox) -> None:
+    repo = tmp_path / "broken"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES.replace("2 * (", "3 * ("))
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    with pytest.raises(EnvError, match="do not pass as given"):
+        generate_from_repo(repo, list(PYTEST_COMMAND), tmp_path / "o", GeneratorConfig(count=2),
+                           sandbox=sandbox)

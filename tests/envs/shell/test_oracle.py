@@ -1,0 +1,163 @@
+"""The shell oracle teacher: reference action normalisation, shaping, and a real episode on a seed repo."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aios_rl.contracts.episode import Episode, Observation, Step, Task, Verification
+from aios_rl.contracts.protocols import Teacher
+from aios_rl.envs.shell.env import ShellBugfixEnv
+from aios_rl.envs.shell.mutate import apply_mutation, enumerate_mutations, unified_diff
+from aios_rl.envs.shell.oracle import ShellOracle, reference_action, reference_fix
+from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
+from aios_rl.envs.shell.seed_repos import SEEDS_DIR
+from aios_rl.envs.shell.task import ShellTaskManifest, write_task
+
+CALC = '''"""Tiny calculator."""
+
+
+def add(a, b):
+    return a - b
+
+
+def clamp(x, low, high):
+    if x < low:
+        return low
+    return min(x, high)
+'''
+FIXED = CALC.replace("return a - b", "return a + b")
+TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+def _task(root: Path, reference: str | None) -> Task:
+    src = root / "src"
+    (src / "tests").mkdir(parents=True)
+    (src / "calc.py").write_text(CALC)
+    (src / "tests" / "test_calc.py").write_text(TESTS)
+    manifest = ShellTaskManifest(task_id="calc-oracle", split="train", prompt="Fix it.",
+                                 test_command=["python", "-m", "pytest", "-q", "tests"],
+                                 reference_patch=reference)
+    return manifest.to_task(write_task(root / "tasks", manifest, src))
+
+
+def _episode(actions: list[tuple[str, bool]], evidence: dict[str, int] | None = None) -> Episode:
+    steps = [Step(observation=Observation(text="obs"), action=a, logprob=0.0, entropy=0.0,
+                  info={"patch_applied": applied}) for a, applied in actions]
+    verification = None
+    if evidence is not None:
+        verification = Verification(completed=True, outcome="failure", evidence=evidence)
+    return Episode(environment="shell", task_id="calc-oracle", trajectory=steps, outcome="failure",
+                   reward=-1.0, env_reward=-1.0, policy_version="ckpt-0", verification=verification)
+
+
+def _patch(before: str, after: str) -> str:
+    return "patch\n" + unified_diff(before, after, "calc.py")
+
+
+def test_reference_action_normalises_a_foreign_diff(tmp_path: Path) -> None:
+    # One line of context and bare file names, as `diff -U1` would write it: not the candidate spelling.
+    lines = CALC.splitlines(True), FIXED.splitlines(True)
+    foreign = "".join(difflib.unified_diff(*lines, "calc.py", "calc.py", n=1))
+    task = _task(tmp_path, foreign)
+    assert foreign != unified_diff(CALC, FIXED, "calc.py")
+    assert reference_action(task) == _patch(CALC, FIXED)
+    fix = reference_fix(task)
+    assert fix is not None and fix.functions == {"calc.py": frozenset({"add"})}
+    assert (tmp_path / "tasks" / "calc-oracle" / "repo" / "calc.py").read_text() == CALC  # never written
+
+
+def test_shaping_follows_what_the_episode_did(tmp_path: Path) -> None:
+    task = _task(tmp_path, unified_diff(CALC, FIXED, "calc.py"))
+    oracle = ShellOracle()
+    assert isinstance(oracle, Teacher)
+    wrong_add = _patch(CALC, CALC.replace("return a - b", "return a * b"))
+    wrong_clamp = _patch(CALC, CALC.replace("return low", "return high"))
+    cases = [
+        ([("read calc.py", False), (_patch(CALC, FIXED), True)], None, 1.0),
+        ([("run cat calc.py", False)], None, 0.3),
+        ([("read calc.py", False), (wrong_add, True)], None, 0.6),
+        ([(wrong_add, False)], None, 0.0),  # a patch that did not apply touched nothing
+        ([("read calc.py", False), (wrong_add, True)], {"new_failures": 1}, 0.1),
+        ([(wrong_clamp, True)], {"new_failures": 2}, -0.5),
+        ([(_patch(CALC, FIXED), True)], {"new_failures": 1}, 0.5),
+        ([(json.dumps({"action": "patch", "path": "calc.py", "search": "a - b", "replace": "a + b"}), True)],
+         None, 1.0),
+    ]
+    for actions, evidence, expected in cases:
+        signal = oracle.signal(task, _episode(actions, evidence))
+        assert signal.status == "complete" and signal.backend == "oracle"
+        assert signal.shaping == pytest.approx(expected), (actions, evidence)
+        assert signal.reference_actions == [_patch(CALC, FIXED)]
+        assert signal.confidence == 1.0 and signal.boundary is False
+        assert "calc.py (add)" in signal.critique
+
+
+def test_critique_says_what_was_done(tmp_path: Path) -> None:
+    task = _task(tmp_path, unified_diff(CALC, FIXED, "calc.py"))
+    wrong_clamp = _patch(CALC, CALC.replace("return low", "return high"))
+    signal = ShellOracle().signal(task, _episode([(wrong_clamp, True)], {"new_failures": 2}))
+    assert "touching calc.py:clamp" in signal.critique
+    assert "do not hold the reference fix" in signal.critique and "2 test(s)" in signal.critique
+
+
+def test_task_without_reference_is_shaped_from_evidence(tmp_path: Path) -> None:
+    task = _task(tmp_path, None)
+    oracle = ShellOracle()
+    half = oracle.signal(task, _episode([], {"target_total": 2, "target_unresolved": 1, "new_failures": 0}))
+    assert half.status == "complete" and half.reference_actions == [] and half.shaping == pytest.approx(0.5)
+    worse = oracle.signal(task, _episode([], {"target_total": 2, "target_unresolved": 2, "new_failures": 3}))
+    assert worse.shaping == pytest.approx(-0.5)
+    blind = oracle.signal(task, _episode([]))
+    assert blind.status == "complete" and blind.shaping == 0.0
+    assert "no completed verification" in blind.critique
+
+
+def test_broken_reference_is_an_invalid_response_not_an_exception(tmp_path: Path) -> None:
+    task = _task(tmp_path, unified_diff("x = 1\n", "x = 2\n", "calc.py"))
+    signal = ShellOracle().signal(task, _episode([]))
+    assert signal.status == "invalid_response" and signal.error and signal.shaping == 0.0
+    gone = _task(tmp_path / "other", unified_diff(CALC, FIXED, "calc.py"))
+    shutil.rmtree(gone.spec["task_dir"])
+    assert ShellOracle().signal(gone, _episode([])).status == "invalid_response"
+
+
+def test_reference_fix_is_a_candidate_on_a_mutated_seed_repo_and_solves_it(tmp_path: Path) -> None:
+    original = (SEEDS_DIR / "roman" / "roman.py").read_text()
+    mutations = enumerate_mutations(original, "roman.py", ["to_roman"], operators=["comparison_swap"])
+    mutation = next(m for m in mutations if m.original_segment == "<")
+    buggy = apply_mutation(original, mutation)
+    src = tmp_path / "src"
+    shutil.copytree(SEEDS_DIR / "roman", src)
+    (src / "roman.py").write_text(buggy)
+    manifest = ShellTaskManifest(task_id="roman-lt", split="train", prompt="Fix the bug.",
+                                 test_command=["python", "-m", "pytest", "-q", "tests"],
+                                 reference_patch=unified_diff(buggy, original, "roman.py"),
+                                 metadata={"operator": mutation.operator,
+                                           "description": mutation.description})
+    task = manifest.to_task(write_task(tmp_path / "tasks", manifest, src))
+    fix = reference_action(task)
+    assert fix is not None
+
+    env = ShellBugfixEnv(sandbox=Sandbox(SandboxConfig()))
+    try:
+        obs = env.reset(task, seed=0)
+        assert fix in obs.candidates
+        row = obs.candidate_features[obs.candidates.index(fix)]
+        assert row["kind_patch"] == 1.0 and row["op_comparison_swap"] == 1.0 and row["in_traceback"] == 1.0
+        result = env.step(fix)
+        assert result.terminated and result.info["stop_reason"] == "tests_passed"
+        verification = env.verify()
+    finally:
+        env.close()
+    assert verification.outcome == "success"
+    step = Step(observation=obs, action=fix, logprob=0.0, entropy=0.0, info=result.info)
+    episode = Episode(environment="shell", task_id=task.task_id, trajectory=[step], outcome="success",
+                      reward=1.0, env_reward=1.0, policy_version="ckpt-0", verification=verification)
+    signal = ShellOracle().signal(task, episode)
+    assert signal.shaping == 1.0 and signal.reference_actions == [fix]
+    assert "roman.py (to_roman)" in signal.critique and "hold the reference fix" in signal.critique

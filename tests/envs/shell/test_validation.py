@@ -1,0 +1,155 @@
+"""check_task on hand-made tasks in the real bubblewrap sandbox, and the pytest-output parser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aios_rl.envs.shell.mutate import unified_diff
+from aios_rl.envs.shell.task import ShellTaskManifest, write_task
+from aios_rl.envs.shell.validation import (
+    PYTEST_COMMAND,
+    SuiteRun,
+    check_task,
+    check_tasks,
+    judge,
+    _parse_pytest_output,
+    run_suite,
+    validation_sandbox,
+)
+
+GOOD = "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n"
+BUGGY = GOOD.replace("a + b", "a - b")
+TESTS = (
+    "from calc import add, neg\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_neg():\n    assert neg(2) == -2\n"
+)
+ADD_ID = "tests/test_calc.py::test_add"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    return validation_sandbox()
+
+
+def make_task(root: Path, task_id: str, source: str, patch: str | None, **fields) -> Path:
+    """A task directory ``root/task_id`` holding calc.py (``source``) and its tests."""
+    repo = root / f"src-{task_id}"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text(source)
+    (repo / "tests" / "test_calc.py").write_text(fields.pop("tests", TESTS))
+    manifest = ShellTaskManifest(task_id=task_id, split="train", prompt="Fix the failing tests.",
+                                 test_command=list(PYTEST_COMMAND), reference_patch=patch, **fields)
+    root.joinpath("tasks").mkdir(exist_ok=True)
+    return write_task(root / "tasks", manifest, repo)
+
+
+def test_parse_pytest_output_ids_and_counts() -> None:
+    out = "\n".join([
+        ".F.E",
+        "=========================== short test summary info ============================",
+        "FAILED tests/test_a.py::test_x - AssertionError: assert 1 == 2",
+        "FAILED tests/test_a.py::test_p[1-2]",
+        "ERROR tests/test_b.py::test_y - RuntimeError: boom",
+        "2 failed, 1 passed, 1 error, 3 warnings in 0.12s",
+    ])
+    failed, counts = _parse_pytest_output(out)
+    assert failed == ["tests/test_a.py::test_x", "tests/test_a.py::test_p[1-2]", "tests/test_b.py::test_y"]
+    assert counts == {"failed": 2, "passed": 1, "error": 1, "warnings": 3}
+
+
+def test_parse_pytest_output_verbose_summary_and_no_tests() -> None:
+    assert _parse_pytest_output("==== 27 passed in 0.04s ====")[1] == {"passed": 27}
+    assert _parse_pytest_output("no tests ran in 0.01s") == ([], {})
+    assert _parse_pytest_output("random text\nFAILED: build broke") == ([], {})
+
+
+def test_judge_rules() -> None:
+    fail = SuiteRun(returncode=1, timed_out=False, failed=[ADD_ID], counts={"failed": 1, "passed": 1})
+    ok = SuiteRun(returncode=0, timed_out=False, counts={"passed": 2})
+    hang = SuiteRun(returncode=-9, timed_out=True, limit_hit="timeout")
+    empty = SuiteRun(returncode=5, timed_out=False)
+    cmd = list(PYTEST_COMMAND)
+    assert judge(fail, ok, cmd, 9) == ("valid",
+                                       "fails as given (1 failing) and passes with the reference patch")
+    assert judge(fail, None, cmd, 9)[0] == "valid"
+    assert judge(ok, ok, cmd, 9)[1].startswith("tests already pass as given")
+    assert judge(fail, fail, cmd, 9)[1] == f"tests still fail with the reference patch: {ADD_ID}"
+    assert judge(hang, ok, cmd, 9)[1] == "as given: timed out after 9s"
+    assert judge(fail, hang, cmd, 9)[1] == "with the reference patch: timed out after 9s"
+    assert judge(empty, ok, cmd, 9)[1] == "as given: the test command collects no tests (exit 5)"
+    assert judge(empty, None, ["make", "test"], 9)[0] == "valid"  # not pytest: any failure counts
+
+
+def test_valid_task(tmp_path: Path, sandbox) -> None:
+    task = make_task(tmp_path, "good", BUGGY, unified_diff(BUGGY, GOOD, "calc.py"), target_tests=[ADD_ID])
+    check = check_task(task, sandbox)
+    assert check.verdict == "valid", check.reason
+    assert check.failing_tests == [ADD_ID] and check.passing_tests == [ADD_ID]
+    assert check.given is not None and check.given.passed == 1 and check.given.n_failed == 1
+    assert check.patched is not None and check.patched.returncode == 0 and check.patched.passed == 2
+
+
+def test_invalid_tasks_say_why(tmp_path: Path, sandbox) -> None:
+    tasks = [
+        make_task(tmp_path, "passes", GOOD, None),
+        make_task(tmp_path, "never", BUGGY, unified_diff(BUGGY, BUGGY.replace("-a", "a"), "calc.py")),
+        make_task(tmp_path, "noapply", BUGGY, unified_diff(GOOD.replace("a + b", "b + a"), GOOD, "calc.py")),
+        make_task(tmp_path, "target", BUGGY, unified_diff(BUGGY, GOOD, "calc.py"),
+                  target_tests=["tests/test_calc.py::test_neg"]),
+        make_task(tmp_path, "nopatch", BUGGY, None),
+    ]
+    checks = {c.task_id: c for c in check_tasks(tasks, sandbox, workers=2)}
+    assert checks["passes"].reason == "tests already pass as given; a task must fail before its fix"
+    still = "tests/test_calc.py::test_add, tests/test_calc.py::test_neg"
+    assert checks["never"].reason == f"tests still fail with the reference patch: {still}"
+    assert checks["noapply"].reason.startswith("reference patch does not apply: hunk at line 1 of calc.py")
+    assert checks["target"].reason == "target tests do not fail as given: tests/test_calc.py::test_neg"
+    assert checks["nopatch"].verdict == "valid" and checks["nopatch"].patched is None
+    assert [c.verdict for c in checks.values()] == ["invalid"] * 4 + ["valid"]
+
+
+def test_timeout_is_invalid(tmp_path: Path, sandbox) -> None:
+    looping = GOOD.replace("return -a", "while True:\n        pass")
+    task = make_task(tmp_path, "loops", looping, unified_diff(looping, GOOD, "calc.py"), timeout_s=3)
+    check = check_task(task, sandbox)
+    assert check.reason == "as given: timed out after 3s"
+    assert check.given is not None and check.given.timed_out
+
+
+def test_broken_directories_are_invalid_without_running(tmp_path: Path, sandbox) -> None:
+    good = make_task(tmp_path, "ok", BUGGY, None)
+    (tmp_path / "nomanifest" / "repo").mkdir(parents=True)
+    norepo = tmp_path / "norepo"
+    norepo.mkdir()
+    (norepo / "manifest.json").write_text((good / "manifest.json").read_text())
+    badjson = tmp_path / "badjson"
+    (badjson / "repo").mkdir(parents=True)
+    (badjson / "manifest.json").write_text('{"task_id": "x",')
+    badfield = tmp_path / "badfield"
+    (badfield / "repo").mkdir(parents=True)
+    data = json.loads((good / "manifest.json").read_text())
+    (badfield / "manifest.json").write_text(json.dumps({**data, "split": "dev"}))
+    dirs = (tmp_path / "nomanifest", norepo, badjson, badfield)
+    reasons = {d.name: check_task(d, sandbox).reason for d in dirs}
+    assert reasons["nomanifest"] == "missing manifest.json"
+    assert reasons["norepo"] == "missing repo/ directory"
+    assert reasons["badjson"].startswith("invalid manifest: <json>: got malformed JSON at line 1")
+    assert reasons["badfield"].startswith("invalid manifest: split: got \"dev\"")
+
+
+def test_run_suite_leaves_the_source_untouched(tmp_path: Path, sandbox) -> None:
+    task = make_task(tmp_path, "src", GOOD, None)
+    repo = task / "repo"
+
+    def state() -> dict[str, tuple[bytes, int]]:  # every path with its content and owner
+        return {str(p.relative_to(repo)): (p.read_bytes() if p.is_file() else b"", p.stat().st_uid)
+                for p in sorted(repo.rglob("*"))}
+
+    before = state()
+    run = run_suite(repo, PYTEST_COMMAND, 30, sandbox, files={"calc.py": BUGGY})
+    assert run.returncode == 1 and run.failed == [ADD_ID] and run.passed == 1
+    assert state() == before  # the mutant went to a copy; nothing chowned, cached or written here
+    assert set(before) == {"calc.py", "tests", "tests/test_calc.py"}

@@ -1,0 +1,94 @@
+"""RAIL trace store: exact round trips in a real SQLite file, WAL, coexistence with the run store."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+import numpy as np
+import pytest
+import torch
+
+from aios_rl.contracts.errors import ContractError
+from aios_rl.storage.db import RunStore
+from aios_rl.storage.rail_traces import RailTrace, RailTraceStore
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def make_trace(i: int, hidden_size: int = 64) -> RailTrace:
+    rng = np.random.default_rng(i)
+    return RailTrace(
+        z=tuple(float(v) for v in rng.normal(size=26)),
+        arm=f"m{1 + i % 3}-hot",
+        y=float(rng.normal()) / 7,  # not exactly representable in decimal: checks exactness
+        hidden=tuple(float(v) for v in rng.normal(size=hidden_size) * 1e3),
+        task_id=f"task-{i % 4}",
+        group_id=f"group-{i}",
+        step=i,
+        mode="live" if i % 2 else "shadow",
+    )
+
+
+def test_round_trip_is_exact_and_ordered(tmp_path):
+    path = tmp_path / "run" / "control.db"
+    traces = [make_trace(i) for i in range(20)] + [make_trace(99, hidden_size=0)]
+    with RailTraceStore(path) as store:
+        ids = [store.append(t) for t in traces]
+        assert ids == sorted(ids) and store.count() == 21
+        assert store.all() == traces
+    with RailTraceStore(path) as reopened:  # persisted, table not re-created
+        assert reopened.all() == traces
+        assert reopened.all()[-1].hidden == ()
+
+
+def test_table_lives_in_control_db_next_to_the_run_store(tmp_path):
+    path = tmp_path / "control.db"
+    run = RunStore(path)
+    version = run.schema_version
+    store = RailTraceStore(path)
+    store.append(make_trace(1))
+    run.set_meta("k", 1)  # the control plane keeps writing to the same file
+    store.append(make_trace(2))
+    assert run.schema_version == version and run.get_meta("k") == 1 and store.count() == 2
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    query = "SELECT arm, mode, step, length(hidden) FROM rail_traces ORDER BY id LIMIT 1"
+    row = conn.execute(query).fetchone()
+    assert row == ("m2-hot", "live", 1, 64 * 8)  # float64 BLOB
+    conn.close()
+    store.close()
+    run.close()
+    # the run store opens a file the trace store created first
+    other = tmp_path / "fresh.db"
+    RailTraceStore(other).close()
+    with RunStore(other) as again:
+        assert again.schema_version == version
+
+
+def test_each_append_commits_on_its_own(tmp_path):
+    path = tmp_path / "control.db"
+    store = RailTraceStore(path)
+    store.append(make_trace(0))
+    reader = sqlite3.connect(path)  # a second connection sees the row at once: it was committed
+    assert reader.execute("SELECT COUNT(*) FROM rail_traces").fetchone()[0] == 1
+    store.append(make_trace(1))
+    assert reader.execute("SELECT COUNT(*) FROM rail_traces").fetchone()[0] == 2
+    reader.close()
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [dict(y=math.nan), dict(z=(0.0, math.inf)), dict(mode="paused"), dict(arm=""), dict(step=-1)],
+)
+def test_invalid_traces_are_rejected_before_storage(bad):
+    base = dict(z=(0.0,) * 26, arm="m1-default", y=0.1)
+    with pytest.raises(ContractError):
+        RailTrace(**{**base, **bad})

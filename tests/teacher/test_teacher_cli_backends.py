@@ -1,0 +1,212 @@
+"""CLI teacher backends against fake `claude`/`codex`/`gemini`/`opencode` executables first on PATH."""
+
+from __future__ import annotations
+
+import os
+import signal as signal_module
+import time
+from pathlib import Path
+
+import pytest
+from teacher_fakes import TOOLS, VALID, FakeTools, make_episode, make_task
+
+from aios_rl.teacher.backend import BackendFailure
+from aios_rl.teacher.cli_backends import CliBackend, CliBackendConfig
+from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
+
+
+@pytest.fixture
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeTools:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return FakeTools(bin_dir)
+
+
+def gateway(
+    backend: str, *fallbacks: str, timeout_s: float = 10.0, retries: int = 0, **extra: object
+) -> TeacherGateway:
+    config = TeacherConfig(backend=backend, fallbacks=fallbacks, timeout_s=timeout_s, retries=retries,
+                           backoff_s=0.01, **extra)
+    return TeacherGateway(config)
+
+
+# (mode, expected status, expected reason in the error) for every tool.
+CASES = [
+    ("malformed", "failed_all_backends", "malformed_envelope"),
+    ("nojson", "invalid_response", "no_json"),
+    ("wrongschema", "invalid_response", "wrong_schema"),
+    ("empty", "failed_all_backends", "empty_output"),
+    ("exit", "failed_all_backends", "nonzero_exit"),
+    ("error", "failed_all_backends", "error_reported"),
+]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_valid_answer_is_complete(tools: FakeTools, tool: str) -> None:
+    task = make_task()
+    signal = gateway(tool).signal(task, make_episode(task))
+    assert signal.status == "complete"
+    assert signal.backend == tool
+    assert signal.shaping == VALID["shaping"] and signal.confidence == VALID["confidence"]
+    assert signal.critique == VALID["critique"]
+    assert signal.reference_actions == VALID["reference_actions"]
+    assert signal.error is None
+    expected_cost = {"claude": 0.012, "opencode": 0.003}.get(tool)
+    assert signal.cost_usd == pytest.approx(expected_cost) if expected_cost else signal.cost_usd is None
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize(("mode", "status", "reason"), CASES)
+def test_failure_modes_end_in_documented_status(
+    tools: FakeTools, tool: str, mode: str, status: str, reason: str
+) -> None:
+    tools.set(tool, mode)
+    task = make_task()
+    signal = gateway(tool).signal(task, make_episode(task))
+    assert signal.status == status
+    assert signal.backend == tool
+    assert reason in (signal.error or "")
+    assert signal.shaping == 0.0 and signal.confidence == 0.0
+    assert tools.calls(tool) == 1
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_hang_past_timeout_kills_the_process_group(tools: FakeTools, tool: str) -> None:
+    tools.set(tool, "hang")
+    task = make_task()
+    start = time.monotonic()
+    signal = gateway(tool, timeout_s=1.0).signal(task, make_episode(task))
+    assert time.monotonic() - start < 5.0
+    assert signal.status == "failed_all_backends"
+    assert "timeout" in (signal.error or "")
+    # The tool's own child (same process group) must be gone too, not left running for 30 s.
+    pid = tools.child_pid(tool)
+    deadline = time.monotonic() + 3.0
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid), f"child {pid} of the timed-out {tool} is still running"
+
+
+def test_descendant_that_escapes_the_group_cannot_hang_the_call(tools: FakeTools) -> None:
+    tools.set("claude", "escape")
+    task = make_task()
+    start = time.monotonic()
+    try:
+        signal = gateway("claude", timeout_s=0.5).signal(task, make_episode(task))
+        assert signal.status == "failed_all_backends" and "timeout" in (signal.error or "")
+        assert time.monotonic() - start < 5.0  # 0.5 s timeout + at most 2 s draining the pipes
+    finally:
+        os.kill(tools.child_pid("claude"), signal_module.SIGKILL)  # the escapee is ours to clean up
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper counts as dead: it was killed)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def test_primary_hangs_fallback_answers(tools: FakeTools) -> None:
+    tools.set("claude", "hang")
+    tools.set("codex", "exit")
+    task = make_task()
+    signal = gateway("claude", "codex", "gemini", timeout_s=1.0).signal(task, make_episode(task))
+    assert signal.status == "fallback_complete"
+    assert signal.backend == "gemini"
+    assert [tools.calls(t) for t in ("claude", "codex", "gemini", "opencode")] == [1, 1, 1, 0]
+    assert "claude: timeout" in (signal.error or "") and "codex: nonzero_exit" in (signal.error or "")
+
+
+def test_fallbacks_are_tried_in_the_configured_order(tools: FakeTools) -> None:
+    for tool in TOOLS:
+        tools.set(tool, "nojson")
+    task = make_task()
+    signal = gateway("opencode", "gemini", "claude").signal(task, make_episode(task))
+    logged = [(t, tools.call_log(t)) for t in TOOLS]
+    assert signal.status == "invalid_response"
+    assert signal.backend == "claude"  # the last backend that answered invalidly
+    error = signal.error or ""
+    assert error.index("opencode") < error.index("gemini") < error.index("claude")
+    assert dict((t, len(c)) for t, c in logged) == {"claude": 1, "codex": 0, "gemini": 1, "opencode": 1}
+
+
+def test_invalid_then_failing_backends_report_invalid(tools: FakeTools) -> None:
+    tools.set("claude", "wrongschema")
+    tools.set("codex", "exit")
+    task = make_task()
+    signal = gateway("claude", "codex").signal(task, make_episode(task))
+    assert signal.status == "invalid_response" and signal.backend == "claude"
+
+
+def test_retryable_failure_is_retried_then_succeeds(tools: FakeTools) -> None:
+    tools.set("claude", "exit")
+    task = make_task()
+    g = gateway("claude", retries=2)
+    signal = g.signal(task, make_episode(task))
+    assert signal.status == "failed_all_backends"
+    assert tools.calls("claude") == 3  # 1 + 2 retries
+    assert g.metrics()["teacher/retries"] == 2
+    tools.set("claude", "nojson")  # invalid answers are not retried
+    g.signal(task, make_episode(task))
+    assert tools.calls("claude") == 4
+
+
+def test_cache_hit_makes_no_call(tools: FakeTools) -> None:
+    task = make_task()
+    episode = make_episode(task)
+    g = gateway("codex")
+    first, second = g.signal(task, episode), g.signal(task, episode)
+    assert tools.calls("codex") == 1
+    assert second.status == "complete" and second.shaping == first.shaping and second.cost_usd == 0.0
+    assert g.metrics()["teacher/cache_hits"] == 1
+    g.signal(task, make_episode(task, outcome="failure"))  # a different prompt is a miss
+    assert tools.calls("codex") == 2
+
+
+def test_persistent_cache_survives_a_new_gateway(tools: FakeTools, tmp_path: Path) -> None:
+    task = make_task()
+    episode = make_episode(task)
+    path = str(tmp_path / "run" / "teacher_cache.db")
+    first = gateway("gemini", cache_path=path)
+    first.signal(task, episode)
+    first.close()
+    second = gateway("gemini", cache_path=path)
+    assert second.signal(task, episode).status == "complete"
+    assert tools.calls("gemini") == 1
+
+
+def test_invocation_model_extra_args_stdin_and_workdir(
+    tools: FakeTools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    backend = CliBackend("claude", CliBackendConfig(model="opus", extra_args=("--max-turns", "1")))
+    # Our own stdin becomes a pipe nobody closes: a tool that inherited it would block reading it.
+    saved, (read_end, write_end) = os.dup(0), os.pipe()
+    os.dup2(read_end, 0)
+    try:
+        backend.complete("PROMPT TEXT", timeout_s=5)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+    call = tools.call_log("claude")[0]
+    expected = ["-p", "--output-format", "json", "--model", "opus", "--max-turns", "1", "PROMPT TEXT"]
+    assert call["argv"] == expected
+    assert call["stdin"] == ""  # stdin is closed, so a tool waiting for input gets EOF at once
+    assert Path(call["cwd"]) != tmp_path and "aios-teacher-" in call["cwd"]
+    CliBackend("gemini").complete("P", 10)
+    CliBackend("codex").complete("P", 10)
+    CliBackend("opencode").complete("P", 10)
+    assert tools.call_log("gemini")[0]["argv"] == ["-p", "P", "--output-format", "json"]
+    assert tools.call_log("codex")[0]["argv"] == ["exec", "--json", "P"]
+    assert tools.call_log("opencode")[0]["argv"] == ["run", "--format", "json", "P"]
+
+
+def test_missing_executable_is_not_found(tools: FakeTools) -> None:
+    backend = CliBackend("claude", CliBackendConfig(executable="no-such-teacher-tool"))
+    with pytest.raises(BackendFailure) as info:
+        backend.complete("p", 5)
+    assert info.value.reason == "not_found" and not info.value.retryable

@@ -1,0 +1,133 @@
+"""The OpenAI-compatible backend against a real http.server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from teacher_fakes import VALID, FakeServer, make_episode, make_task, openai_server
+
+from aios_rl.storage.teacher_cache import TeacherCache
+from aios_rl.teacher.backend import BackendFailure
+from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
+from aios_rl.teacher.http_backend import OpenAIBackend, OpenAIBackendConfig
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with openai_server() as state:
+        yield state
+
+
+def gateway(
+    server: FakeServer, *, timeout_s: float = 5.0, retries: int = 0, **openai: object
+) -> TeacherGateway:
+    config = TeacherConfig(
+        backend="openai", timeout_s=timeout_s, retries=retries, backoff_s=0.01,
+        openai=OpenAIBackendConfig(base_url=server.url, model="judge-1", **openai),
+    )
+    return TeacherGateway(config)
+
+
+def test_valid_reply(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUDGE_KEY", "sk-test-123")
+    task = make_task()
+    signal = gateway(server, api_key_env="JUDGE_KEY", temperature=0.3).signal(task, make_episode(task))
+    assert signal.status == "complete" and signal.backend == "openai"
+    assert signal.shaping == VALID["shaping"] and signal.reference_actions == VALID["reference_actions"]
+    assert signal.cost_usd is None  # no price configured
+    (request,) = server.requests
+    assert request["path"] == "/v1/chat/completions"
+    assert request["headers"]["Authorization"] == "Bearer sk-test-123"
+    body = request["body"]
+    assert body["model"] == "judge-1" and body["temperature"] == 0.3
+    assert body["messages"][-1]["role"] == "user" and task.prompt in body["messages"][-1]["content"]
+
+
+def test_cost_from_usage_and_price(server: FakeServer) -> None:
+    task = make_task()
+    signal = gateway(server, price_per_input_token_usd=1e-6, price_per_output_token_usd=2e-6).signal(
+        task, make_episode(task))
+    assert signal.cost_usd == pytest.approx(1000 * 1e-6 + 100 * 2e-6)
+
+
+def test_config_key_wins_and_is_never_dumped(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    config = OpenAIBackendConfig(base_url=server.url, api_key="from-config")
+    OpenAIBackend(config).complete("p", 5)
+    assert server.requests[0]["headers"]["Authorization"] == "Bearer from-config"
+    assert "from-config" not in config.model_dump_json()
+
+
+def test_no_key_sends_no_authorization(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    OpenAIBackend(OpenAIBackendConfig(base_url=server.url)).complete("p", 5)
+    assert "Authorization" not in server.requests[0]["headers"]
+
+
+def test_malformed_json_body(server: FakeServer) -> None:
+    server.mode = "malformed"
+    task = make_task()
+    signal = gateway(server).signal(task, make_episode(task))
+    assert signal.status == "failed_all_backends" and "malformed_envelope" in (signal.error or "")
+
+
+def test_reply_without_teacher_json_is_invalid(server: FakeServer) -> None:
+    server.reply = "The agent did fine overall."
+    task = make_task()
+    signal = gateway(server).signal(task, make_episode(task))
+    assert signal.status == "invalid_response" and "no_json" in (signal.error or "")
+
+
+def test_http_500_is_retried_then_fails(server: FakeServer) -> None:
+    server.mode = "http500"
+    task = make_task()
+    g = gateway(server, retries=2)
+    signal = g.signal(task, make_episode(task))
+    assert signal.status == "failed_all_backends" and "http_500" in (signal.error or "")
+    assert len(server.requests) == 3
+    assert g.metrics()["teacher/failures/http_500"] == 3
+
+
+def test_slow_reply_past_timeout(server: FakeServer) -> None:
+    server.delay_s = 2.0
+    task = make_task()
+    start = time.monotonic()
+    signal = gateway(server, timeout_s=0.5).signal(task, make_episode(task))
+    assert time.monotonic() - start < 1.8
+    assert signal.status == "failed_all_backends" and "timeout" in (signal.error or "")
+
+
+def test_trickling_body_is_bounded_by_one_deadline(server: FakeServer) -> None:
+    server.mode = "trickle"
+    task = make_task()
+    start = time.monotonic()
+    signal = gateway(server, timeout_s=0.6).signal(task, make_episode(task))
+    assert time.monotonic() - start < 2.0  # the whole body would take ~4 s
+    assert signal.status == "failed_all_backends" and "timeout" in (signal.error or "")
+
+
+def test_connection_refused_is_a_retryable_failure() -> None:
+    with openai_server() as gone:
+        url = gone.url
+    with pytest.raises(BackendFailure) as info:
+        OpenAIBackend(OpenAIBackendConfig(base_url=url)).complete("p", 2)
+    assert info.value.reason == "connection_error" and info.value.retryable
+
+
+def test_cache_hit_sends_no_request(server: FakeServer) -> None:
+    task = make_task()
+    episode = make_episode(task)
+    shared = TeacherCache()
+
+    def judge(model: str) -> TeacherGateway:
+        config = TeacherConfig(backend="openai", openai=OpenAIBackendConfig(base_url=server.url, model=model))
+        return TeacherGateway(config, cache=shared)
+
+    assert judge("judge-1").signal(task, episode).status == "complete"
+    assert judge("judge-1").signal(task, episode).status == "complete"
+    assert len(server.requests) == 1
+    server.reply = "changed"  # another model is another cache key: the server is asked again
+    assert judge("judge-2").signal(task, episode).status == "invalid_response"
+    assert len(server.requests) == 2
