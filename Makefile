@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/aios-rl demo control --run runs/demo-$(shell date +%Y%m%d-%H%M%S)
+	$(VENV)/bin/aios-rl demo shell --out runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

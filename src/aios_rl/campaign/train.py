@@ -49,10 +49,13 @@ class ShellTrainConfig(ConfigModel):
     """Everything `aios-rl shell train` does; stored with the run so the directory reproduces it."""
 
     epochs: int = Field(default=5, ge=1, description="Update epochs (one update and checkpoint each).")
-    tasks_per_epoch: int = Field(default=12, ge=1, description="Training tasks sampled per epoch.")
+    tasks_per_epoch: int = Field(default=8, ge=1, description="Training tasks sampled per epoch.")
     group_size: int = Field(default=4, ge=1, description="Episodes per task per epoch (the GRPO group).")
     seed: int = Field(default=0, description="Seeds task sampling, rollouts and the student's initialisation.")
     workers: int = Field(default=2, ge=1, description="Parallel environment workers.")
+    torch_threads: int = Field(
+        default=1, ge=1, description="CPU threads for the student; small batches run fastest on one."
+    )
     temperature: float = Field(default=1.0, gt=0, description="Sampling temperature of training rollouts.")
     top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus mass of training rollouts.")
     teacher: Literal["oracle", "none"] = Field(default="oracle", description="Teacher backend for shaping and distillation.")
@@ -105,6 +108,7 @@ class ShellTraining:
         self.metrics_path = run_dir / "metrics.jsonl"
         self.budget = Budget()
         self.sandbox = Sandbox(self.config.env.sandbox)  # one sandbox shared by every environment worker
+        torch.set_num_threads(self.config.torch_threads)
         torch.manual_seed(self.config.seed)
         self.policy, self.trainer = self._student()
 

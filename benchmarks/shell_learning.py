@@ -1,0 +1,108 @@
+"""Learning on the shell benchmark: trained compact student vs untrained vs uniform-random, on the holdout.
+
+Three training configurations side by side: pure RL (no teacher), distillation only (teacher, no RL
+updates) and distillation followed by RL. Holdout success is reported overall and separately for unseen
+mutants of training repositories and for seed repositories never seen in training.
+
+Run: ``.venv/bin/python benchmarks/shell_learning.py [--seeds 3] [--epochs 5] ...`` (defaults are the
+issue's targets; see --help). Results also go to ``--out/results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from aios_rl.campaign.evaluate import evaluate
+from aios_rl.campaign.shell_eval import holdout_group
+from aios_rl.campaign.students import restore_student
+from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
+from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
+from aios_rl.envs.shell.sandbox import Sandbox
+from aios_rl.envs.shell.task import load_tasks
+from aios_rl.policy.uniform import UniformPolicy
+
+CONFIGS = {
+    "pure RL (--teacher none)": {"teacher": "none", "rl": True},
+    "distillation only": {"teacher": "oracle", "rl": False},
+    "distillation + RL": {"teacher": "oracle", "rl": True},
+}
+
+
+def holdout_eval(policy, tasks_dir: Path, sandbox: Sandbox, seed: int) -> dict[str, float]:
+    holdout = load_tasks(tasks_dir, split="holdout")
+    train_repos = {t.oracle.get("metadata", {}).get("seed_repo") for t in load_tasks(tasks_dir, split="train")}
+    env_config = ShellEnvConfig()
+    result = evaluate(policy, holdout, lambda: ShellBugfixEnv(env_config, sandbox=sandbox), samples=1, seed=seed,
+                      group_of=holdout_group(train_repos))
+    return {"holdout": result.success_rate, **result.by_group}
+
+
+def fmt(values: list[float]) -> str:
+    if not values:
+        return "-"
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{100 * statistics.mean(values):5.1f} ± {100 * std:4.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--count", type=int, default=120, help="tasks generated (train + holdout)")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--tasks-per-epoch", type=int, default=ShellTrainConfig().tasks_per_epoch)
+    parser.add_argument("--group-size", type=int, default=ShellTrainConfig().group_size)
+    parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    tasks_dir = args.out / "tasks"
+    if not tasks_dir.exists():
+        generate_benchmark(tasks_dir, GeneratorConfig(count=args.count, seed=0))
+    sandbox = Sandbox()
+    rows: dict[str, dict[str, list[float]]] = {}
+    minutes: dict[str, list[float]] = {}
+
+    def add(name: str, scores: dict[str, float]) -> None:
+        for key, value in scores.items():
+            rows.setdefault(name, {}).setdefault(key, []).append(value)
+
+    for seed in range(args.seeds):
+        add("uniform-random candidates", holdout_eval(UniformPolicy(), tasks_dir, sandbox, seed))
+        for name, overrides in CONFIGS.items():
+            run = args.out / f"seed{seed}-{name.split()[0]}-{overrides['teacher']}-{int(overrides['rl'])}"
+            cfg = ShellTrainConfig(epochs=args.epochs, tasks_per_epoch=args.tasks_per_epoch,
+                                   group_size=args.group_size, seed=seed, **overrides)
+            start = time.perf_counter()
+            training = ShellTraining(run, tasks_dir, cfg)
+            if name == "pure RL (--teacher none)":
+                tensors, meta = training.plane.load_checkpoint("ckpt-0000")
+                add("untrained student", holdout_eval(restore_student(meta["policy"], tensors), tasks_dir, sandbox, seed))
+            training.warm_start()
+            for epoch in range(training.epochs_done() + 1, cfg.epochs + 1):
+                training.run_epoch(epoch)
+            minutes.setdefault(name, []).append((time.perf_counter() - start) / 60)
+            policy = training.policy
+            training.close()
+            add(name, holdout_eval(policy, tasks_dir, sandbox, seed))
+            print(f"seed {seed} {name}: {rows[name]['holdout'][-1]:.3f}", flush=True)
+
+    print(f"\nshell learning benchmark: {args.seeds} seed(s), {args.epochs} epochs x {args.tasks_per_epoch} tasks "
+          f"x group {args.group_size}, {args.count} generated tasks")
+    print(f"{'policy':<28}{'holdout %':>16}{'unseen mutants %':>20}{'unseen repos %':>18}{'train min':>11}")
+    for name, scores in rows.items():
+        mins = f"{statistics.mean(minutes[name]):.1f}" if name in minutes else "-"
+        print(f"{name:<28}{fmt(scores['holdout']):>16}{fmt(scores.get('unseen_mutants', [])):>20}"
+              f"{fmt(scores.get('unseen_repos', [])):>18}{mins:>11}")
+    (args.out / "results.json").write_text(json.dumps({"rows": rows, "train_minutes": minutes, "args": vars(args)},
+                                                      indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
