@@ -8,7 +8,10 @@ EXTRAS := llm,ray,browser,dev
 PIP_FLAGS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps demo test bench clean
+# Benchmarks that finish in minutes; the learning benchmark (hours for 3 seeds) runs with `make bench-learning`.
+BENCHMARKS := benchmarks/control_plane.py benchmarks/shell_env.py benchmarks/shell_generate.py
+
+.PHONY: setup system-deps demo test bench bench-learning clean
 
 setup: system-deps $(STAMP)
 
@@ -28,7 +31,10 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup
-	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@for script in $(BENCHMARKS); do echo "== $$script"; $(PY) $$script || exit 1; done
+
+bench-learning: setup
+	$(PY) benchmarks/shell_learning.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

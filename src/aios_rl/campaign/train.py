@@ -14,7 +14,6 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 from pydantic import Field
@@ -38,6 +37,8 @@ from aios_rl.envs.shell.oracle import ShellOracle, reference_action
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.rollout.budget import Budget
+from aios_rl.teacher.calibrate import DisagreementMonitor, MonitorConfig
+from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
 from aios_rl.rollout.runner import run_group
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,16 @@ class ShellTrainConfig(ConfigModel):
     )
     temperature: float = Field(default=1.0, gt=0, description="Sampling temperature of training rollouts.")
     top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus mass of training rollouts.")
-    teacher: Literal["oracle", "none"] = Field(default="oracle", description="Teacher backend for shaping and distillation.")
+    teacher: str = Field(
+        default="oracle",
+        description="none, or teacher backends in fallback order: oracle, claude, codex, gemini, opencode, openai "
+        "(e.g. 'claude,oracle').",
+    )
+    teacher_config: TeacherConfig = Field(
+        default_factory=lambda: TeacherConfig(backend="oracle"),
+        description="Gateway settings (timeouts, retries, concurrency, CLI/HTTP backend options).",
+    )
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Teacher-disagreement alarm.")
     rl: bool = Field(default=True, description="False: distillation only (no RL updates), for ablations.")
     warm_start_epochs: int = Field(
         default=3, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only)."
@@ -79,8 +89,25 @@ class EpochReport:
 Progress = Callable[[str, dict[str, float]], None]
 
 
+def teacher_backends(spec: str) -> list[str]:
+    """``"claude,oracle"`` → ``["claude", "oracle"]``; ``"none"`` → ``[]``."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if names == ["none"]:
+        return []
+    if not names or "none" in names:
+        raise ConfigError(f"--teacher must be 'none' or backends like 'oracle' or 'claude,oracle', got {spec!r}")
+    return names
+
+
 def _teacher(config: ShellTrainConfig) -> Teacher | None:
-    return ShellOracle() if config.teacher == "oracle" else None
+    """The oracle alone, or the gateway over the chosen backends (the oracle available to it)."""
+    names = teacher_backends(config.teacher)
+    if not names:
+        return None
+    if names == ["oracle"]:
+        return ShellOracle()
+    gateway_config = config.teacher_config.model_copy(update={"backend": names[0], "fallbacks": tuple(names[1:])})
+    return TeacherGateway(TeacherConfig.model_validate(gateway_config.model_dump()), oracle=ShellOracle())
 
 
 def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrainConfig:
@@ -105,6 +132,7 @@ class ShellTraining:
         if not self.tasks:
             raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
         self.teacher = _teacher(self.config)
+        self.monitor = DisagreementMonitor(self.config.monitor)
         self.metrics_path = run_dir / "metrics.jsonl"
         self.budget = Budget()
         self.sandbox = Sandbox(self.config.env.sandbox)  # one sandbox shared by every environment worker
@@ -150,7 +178,9 @@ class ShellTraining:
 
     def warm_start(self, progress: Progress | None = None) -> EpochReport | None:
         """Distillation from the teacher's reference actions on each training task's opening state."""
-        if self.teacher is None or self.config.warm_start_epochs == 0 or self._done_labels().count("warm_start"):
+        # Demonstrations are the oracle's ground truth: only when the oracle is the primary teacher.
+        primary = teacher_backends(self.config.teacher)[:1]
+        if primary != ["oracle"] or self.config.warm_start_epochs == 0 or self._done_labels().count("warm_start"):
             return None
         items = []
         for task in self.tasks:
@@ -200,6 +230,9 @@ class ShellTraining:
             zero_var += max(rewards) - min(rewards) < 1e-9
             for episode in group:
                 self.plane.record_episode(episode, admitted=False, lane=route_episode(episode))
+                alarm = self.monitor.observe(episode) if self.teacher is not None else None
+                if alarm is not None:
+                    self.plane.raise_alarm(alarm.kind, alarm.payload())
             episodes.extend(group)
             groups.extend([g] * len(group))
             if progress:
@@ -228,6 +261,7 @@ class ShellTraining:
             "rollout/frac_reward_zero_std": zero_var / len(chosen),
             "rollout/steps_mean": sum(len(e.trajectory) for e in episodes) / len(episodes),
             "teacher/failures": teacher_failures,
+            "teacher/disagreement_rate": self.monitor.rate(),
         } | stats.metrics() | self.budget.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(epoch, checkpoint, record)

@@ -19,7 +19,9 @@ def train(
     student: str = typer.Option("compact", "--student", help="compact | causal-lm"),
     model: str | None = typer.Option(None, "--model", help="causal-lm: local model directory (never downloaded)."),
     algo: str = typer.Option("grpo", "--algo", help="grpo | ppo"),
-    teacher: str = typer.Option("oracle", "--teacher", help="oracle | none"),
+    teacher: str = typer.Option(
+        "oracle", "--teacher", help="none, or backends in fallback order: oracle, claude, codex, gemini, opencode, openai."
+    ),
     no_rl: bool = typer.Option(False, "--no-rl", help="Distillation only: no RL updates (ablation)."),
     tasks_per_epoch: int | None = typer.Option(None, "--tasks-per-epoch", help="Training tasks per epoch."),
     group_size: int | None = typer.Option(None, "--group-size", help="Episodes per task per epoch."),

@@ -377,7 +377,7 @@ def run_unsandboxed(
     """BENCHMARK ONLY: runs ``argv`` exactly as :meth:`Sandbox.run` would, but without any sandbox.
 
     Same PATH (so the same ``python``), same capture and timeout code, no isolation and no limits. It
-    exists so ``benchmarks/sandbox_overhead.py`` can measure what the sandbox adds; environments must
+    exists so ``benchmarks/shell_env.py`` can measure what the sandbox adds; environments must
     never use it.
     """
     config = config or SandboxConfig()
@@ -391,6 +391,7 @@ def run_unsandboxed(
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": str(config.python_hash_seed),
+        **dict(config.env),  # same variables as inside, so the comparison is like for like
     }
     raw = _execute(argv, Path(workdir), env, stdin, config.output_cap_bytes, timeout, None)
     return _to_result(argv, raw)
