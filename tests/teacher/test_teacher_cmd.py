@@ -113,3 +113,21 @@ def test_bad_inputs_are_clear_errors(tmp_path: Path) -> None:
     assert isinstance(result.exception, ConfigError) and "did you mean 'claude'" in str(result.exception)
     result = invoke("calibrate", "--backend", "openai", "--tasks", str(bad))
     assert isinstance(result.exception, ConfigError) and "--out" in str(result.exception)
+
+
+@pytest.mark.slow
+def test_task_directory_rolls_out_a_gold_set_first(tmp_path: Path, server: FakeServer) -> None:
+    from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
+
+    server.judge = faithful
+    tasks = tmp_path / "tasks"
+    generate_benchmark(tasks, GeneratorConfig(count=3, seed=5))
+    out = tmp_path / "cal" / "report.json"
+    result = invoke("calibrate", "--backend", "openai", "--tasks", str(tasks), "--gold-limit", "2",
+                    "--out", str(out), "--config", str(config_for(tmp_path, server)))
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(out.read_text())
+    assert report["n"] == 4  # two tasks x (reference-following episode, random episode)
+    gold = [json.loads(line) for line in (out.parent / "gold.jsonl").read_text().splitlines()]
+    assert [g["episode"]["policy_version"] for g in gold] == ["gold-reference", "gold-random"] * 2
+    assert report["agreement"] == 1.0  # the faithful judge reads the verification outcome correctly

@@ -6,8 +6,9 @@ The gold set is a JSONL file, one record per line::
 
 ``oracle_signal`` is the reference judgement recorded for that episode; when it is missing and the task is a
 ``shell`` task, the shell oracle computes it from the task's reference patch (the task directory named in
-``task.spec["task_dir"]`` must exist). ``--tasks`` may also name a directory holding ``gold.jsonl``.
-(Building a gold set by rolling out episodes on a bare task directory is not implemented here.)
+``task.spec["task_dir"]`` must exist). ``--tasks`` may also name a directory holding ``gold.jsonl``, or a
+task directory: then the gold set is rolled out first (per task, one episode following the reference fix
+and one uniform-random episode) and saved as ``gold.jsonl`` beside the report for reuse.
 
 The report is written as JSON to ``--out`` or ``RUN/teacher_calibration.json``; the exit code is 0 when the
 teacher passes the thresholds and 1 when it does not.
@@ -54,9 +55,8 @@ def read_gold(path: Path) -> list[GoldRecord]:
     if path.is_dir():
         if not (path / GOLD_FILE).is_file():
             raise ConfigError(
-                f"{path} is a directory without {GOLD_FILE}; calibration needs recorded episodes: pass a "
-                "JSONL gold set of {task, episode, oracle_signal} records (rolling out episodes from a task "
-                "directory is not implemented)"
+                f"{path} is a directory without {GOLD_FILE} and without task directories; pass a JSONL gold "
+                "set of {task, episode, oracle_signal} records or a task directory"
             )
         path = path / GOLD_FILE
     if not path.is_file():
@@ -118,7 +118,7 @@ def calibrate_cmd(
         ..., "--backend", help="Teacher backend: claude, codex, gemini, opencode, openai, oracle."
     ),
     tasks: Path = typer.Option(
-        ..., "--tasks", help=f"Gold set: a JSONL file, or a directory holding {GOLD_FILE}."
+        ..., "--tasks", help=f"Gold set: a JSONL file, a directory holding {GOLD_FILE}, or a task directory."
     ),
     fallback: list[str] = typer.Option([], "--fallback", help="Fallback backend, in order (repeatable)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds per backend call."),
@@ -131,6 +131,7 @@ def calibrate_cmd(
     min_correlation: float = typer.Option(
         0.3, "--min-correlation", help="Smallest correlation with the oracle."
     ),
+    gold_limit: int | None = typer.Option(None, "--gold-limit", help="Task directory: use at most this many tasks."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Ask the teacher about every gold episode and compare it with the outcomes and the oracle."""
@@ -143,7 +144,15 @@ def calibrate_cmd(
     teacher_config = load_config(TeacherConfig, config, overrides)
     thresholds = load_config(CalibrationThresholds, None,
                              {"min_agreement": min_agreement, "min_correlation": min_correlation})
-    records = read_gold(tasks)
+    if tasks.is_dir() and not (tasks / GOLD_FILE).is_file() and any(tasks.glob("*/manifest.json")):
+        from aios_rl.campaign.gold import gold_from_tasks
+
+        records = [GoldRecord(task=t, episode=e) for t, e in gold_from_tasks(tasks, limit=gold_limit)]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        gold_path = target.with_name(GOLD_FILE)
+        gold_path.write_text("".join(r.model_dump_json() + "\n" for r in records))
+    else:
+        records = read_gold(tasks)
     oracle = RecordedOracle(records)
     gateway = TeacherGateway(teacher_config, oracle=oracle)
     try:
