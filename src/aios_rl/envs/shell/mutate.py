@@ -37,7 +37,7 @@ from decimal import Decimal, InvalidOperation
 from aios_rl.contracts.errors import EnvError
 from aios_rl.envs.shell.patches import (
     SearchReplace,
-    _split_lines,
+    split_lines,
     apply_search_replace,
     apply_unified_diff,
     unified_diff,
@@ -109,7 +109,7 @@ class _Source:
             self.tree = ast.parse(text)
         except (SyntaxError, ValueError) as exc:
             raise EnvError(f"cannot parse module source: {exc}") from exc
-        self.lines = _split_lines(text)
+        self.lines = split_lines(text)
         self.line_starts = list(itertools.accumulate((len(x) for x in self.lines), initial=0))
         self.tokens: list[tuple[int, int, str]] = []  # (start, end, string) of OP/NAME tokens but parens
         self._token_starts: list[int] = []
@@ -837,7 +837,7 @@ def apply_mutation(source: str, mutation: Mutation) -> str:
     Raises:
         EnvError: if the source at that position is not the mutation's original segment.
     """
-    lines = _split_lines(source)
+    lines = split_lines(source)
     if not 1 <= mutation.lineno <= len(lines) or not 0 <= mutation.col <= len(lines[mutation.lineno - 1]):
         raise EnvError(f"mutation position {mutation.lineno}:{mutation.col} is outside {mutation.file}")
     start = sum(len(x) for x in lines[: mutation.lineno - 1]) + mutation.col

@@ -17,9 +17,12 @@ from typing import overload
 
 from aios_rl.contracts.errors import EnvError
 
-def _split_lines(text: str) -> list[str]:
-    # Only "\n" ends a line for the tokenizer and the AST; str.splitlines also splits on \x0c etc.
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings; only "\\n" ends a line (as for the tokenizer and the AST), unlike
+    ``str.splitlines``, which also splits on form feeds and other separators."""
     return re.findall(r"[^\n]*\n|[^\n]+$", text)
+
 
 _NO_NEWLINE = "\\ No newline at end of file\n"
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -32,7 +35,7 @@ def unified_diff(before: str, after: str, relpath: str) -> str:
 
     A last line without newline gets the usual ``\\ No newline at end of file`` marker.
     """
-    lines = difflib.unified_diff(_split_lines(before), _split_lines(after), f"a/{relpath}", f"b/{relpath}")
+    lines = difflib.unified_diff(split_lines(before), split_lines(after), f"a/{relpath}", f"b/{relpath}")
     return "".join(x if x.endswith("\n") else f"{x}\n{_NO_NEWLINE}" for x in lines)
 
 
@@ -91,7 +94,7 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
 
 def _parse_diff(diff: str) -> list[tuple[str | None, str | None, list[_Hunk]]]:
     # A diff pasted without its final newline still means full lines; only "\ No newline" says otherwise.
-    lines = _split_lines(diff if diff.endswith("\n") else diff + "\n")
+    lines = split_lines(diff if diff.endswith("\n") else diff + "\n")
     patches = []
     i = 0
     while i < len(lines):
@@ -118,7 +121,7 @@ def _parse_diff(diff: str) -> list[tuple[str | None, str | None, list[_Hunk]]]:
 
 
 def _apply_hunks(text: str, hunks: list[_Hunk], path: str) -> str:
-    lines = _split_lines(text)
+    lines = split_lines(text)
     out: list[str] = []
     pos = 0
     for h in hunks:
