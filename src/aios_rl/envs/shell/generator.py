@@ -47,6 +47,7 @@ from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import Record, Split
 from aios_rl.contracts.errors import EnvError
 from aios_rl.envs.shell.mutate import (
+    NON_INVERTIBLE_OPERATORS,
     OPERATORS,
     Mutation,
     apply_mutation,
@@ -221,6 +222,9 @@ def covered_functions(source: str, test_names: set[str]) -> list[str]:
     return [q for q in qualnames if named(q) or q.split(".<locals>.")[0].split(".")[-1] in reached]
 
 
+NON_INVERTIBLE_EVERY = 3
+
+
 def candidate_queue(repo: SourceRepo, operators: Sequence[str], rng: random.Random) -> deque[Mutation]:
     """The repo's mutations in trial order: shuffled per operator, then dealt round-robin over operators
     (starting at a seeded operator) so a short prefix already covers many operator kinds."""
@@ -244,14 +248,19 @@ def candidate_queue(repo: SourceRepo, operators: Sequence[str], rng: random.Rand
     lanes = []
     for op in operators:
         rng.shuffle(by_operator[op])
-        lanes.append(deque(by_operator[op]))
+        lanes.append((op, deque(by_operator[op])))
     start = rng.randrange(len(lanes)) if lanes else 0
     lanes = lanes[start:] + lanes[:start]
     queue: deque[Mutation] = deque()
-    while any(lanes):
-        for lane in lanes:
-            if lane:
+    round_ = 0
+    while any(lane for _, lane in lanes):
+        for op, lane in lanes:
+            # Non-invertible operators (a dropped statement) are dealt one round in NON_INVERTIBLE_EVERY:
+            # they stay in the benchmark but cannot crowd out tasks the candidate list can fix.
+            rare = op in NON_INVERTIBLE_OPERATORS and round_ % NON_INVERTIBLE_EVERY != 0
+            if lane and not (rare and any(other for o, other in lanes if o not in NON_INVERTIBLE_OPERATORS)):
                 queue.append(lane.popleft())
+        round_ += 1
     return queue
 
 
