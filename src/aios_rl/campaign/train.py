@@ -261,7 +261,7 @@ class ShellTraining:
             "rollout/frac_reward_zero_std": zero_var / len(chosen),
             "rollout/steps_mean": sum(len(e.trajectory) for e in episodes) / len(episodes),
             "teacher/failures": teacher_failures,
-            "teacher/disagreement_rate": self.monitor.rate(),
+            "teacher/disagreement_rate": self.monitor.rate,
         } | stats.metrics() | self.budget.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(epoch, checkpoint, record)
