@@ -334,3 +334,22 @@ def test_wall_budget_truncates_without_running(task: Task, sandbox: Sandbox) -> 
         assert result.info["tests_run"] is False and "budget is spent" in result.observation.text
     finally:
         env.close()
+
+
+def test_a_patch_that_makes_the_suite_hang_is_a_failure_and_costs_seconds(tmp_path: Path, sandbox: Sandbox) -> None:
+    looping = "def count(n):\n    i = 0\n    while i < n:\n        i += 1\n    return i + 1\n"
+    tests = "from looping import count\n\n\ndef test_count():\n    assert count(3) == 3\n\n\ndef test_zero():\n    assert count(0) == 0\n"
+    task = make_task(tmp_path, files={"looping.py": looping, "tests/test_looping.py": tests}, oracle=False)
+    env = ShellBugfixEnv(ShellEnvConfig(min_test_timeout_s=2.0), sandbox=sandbox)
+    try:
+        env.reset(task, seed=0)
+        edit = json.dumps({"action": "patch", "path": "looping.py", "search": "i += 1", "replace": "i += 0"})
+        started = time.monotonic()
+        result = env.step(edit)
+        assert time.monotonic() - started < 15  # the scaled timeout, not the task's 60 s
+        assert "timed out" in result.observation.text
+        verification = env.verify()
+        assert verification.completed and verification.outcome == "failure"
+        assert verification.evidence["timed_out"] is True
+    finally:
+        env.close()

@@ -94,6 +94,10 @@ class ShellEnvConfig(ConfigModel):
     )
     max_failing_ids_shown: int = Field(default=10, description="Failing test ids listed in the test summary.")
     step_penalty: float = Field(default=0.0, description="Per-step penalty reported in info, not rewarded.")
+    test_timeout_factor: float = Field(
+        default=5.0, gt=0, description="Test runs after reset may take this many times the baseline run's time."
+    )
+    min_test_timeout_s: float = Field(default=3.0, gt=0, description="Floor of that scaled test-run timeout.")
     work_root: str | None = Field(default=None, description="Where working copies go; None: the temp dir.")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits and layout.")
 
@@ -205,7 +209,12 @@ class ShellBugfixEnv:
         spec = read_spec(task)
         self._new_workdir()
         shutil.copytree(spec.task_dir / REPO, self._repo, symlinks=True, ignore=IGNORED_IN_COPIES)
+        started = time.monotonic()
         baseline, output = self._run_tests(spec)
+        # Later runs get a budget scaled from the baseline: a patch that makes the code loop forever (common
+        # for candidate edits of loop conditions) costs seconds, not the task's whole timeout, per step.
+        scaled = max(self.config.min_test_timeout_s, self.config.test_timeout_factor * (time.monotonic() - started))
+        spec = replace(spec, timeout_s=min(spec.timeout_s, scaled))
         targets = spec.target_tests or baseline.failing
         missing = [t for t in spec.target_tests if t not in baseline.failing]
         if missing:
@@ -293,8 +302,13 @@ class ShellBugfixEnv:
             return Verification(completed=False, outcome="blocked", evidence={"error": str(exc)[:500]})
         files = read_tree(self._repo)
         evidence = _evidence(state, run, files)
-        if run.timed_out:
+        if run.timed_out and (state.baseline.timed_out or not state.step):
+            # The suite could not run even before the student acted: nothing to judge the student by.
             return Verification(completed=False, outcome="blocked", evidence=evidence)
+        if run.timed_out:
+            # The baseline ran in time, so the student's edits made the suite hang: that is a failure, never
+            # the neutral "blocked" (which would make an infinite loop pay better than a wrong fix).
+            return Verification(completed=True, outcome="failure", evidence=evidence)
         if run.passed and not evidence["target_unresolved"] and not evidence["new_failures"]:
             outcome = "success"
         elif evidence["target_unresolved"] < evidence["target_total"]:
