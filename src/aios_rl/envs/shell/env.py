@@ -88,7 +88,7 @@ class ShellEnvConfig(ConfigModel):
     episode_wall_s: float = Field(default=180.0, description="Wall-clock budget of the steps, in seconds.")
     output_cap_chars: int = Field(default=2000, description="Characters of command output shown (last kept).")
     read_cap_chars: int = Field(default=6000, description="Characters of a read file shown (beginning kept).")
-    max_candidates: int = Field(default=128, description="Most candidate actions offered per observation.")
+    max_candidates: int = Field(default=256, description="Most candidate actions offered per observation.")
     small_repo_functions: int = Field(
         default=20, description="Offer patches in every function when the repo has at most this many."
     )
