@@ -31,3 +31,10 @@ def test_teacher_objects() -> None:
 def test_unknown_backend_suggests_the_closest() -> None:
     with pytest.raises(ConfigError, match="did you mean 'codex'"):
         _teacher(ShellTrainConfig(teacher="codx"))
+
+
+def test_gateway_cache_lives_in_the_run_directory(tmp_path) -> None:
+    gateway = _teacher(ShellTrainConfig(teacher="codex,oracle"), tmp_path)
+    assert isinstance(gateway, TeacherGateway)
+    gateway.close()
+    assert (tmp_path / "teacher_cache.db").exists()

@@ -99,14 +99,20 @@ def teacher_backends(spec: str) -> list[str]:
     return names
 
 
-def _teacher(config: ShellTrainConfig) -> Teacher | None:
-    """The oracle alone, or the gateway over the chosen backends (the oracle available to it)."""
+def _teacher(config: ShellTrainConfig, run_dir: Path | None = None) -> Teacher | None:
+    """The oracle alone, or the gateway over the chosen backends (the oracle available to it).
+
+    The gateway's answer cache lives in the run directory (``RUN/teacher_cache.db``) unless configured.
+    """
     names = teacher_backends(config.teacher)
     if not names:
         return None
     if names == ["oracle"]:
         return ShellOracle()
-    gateway_config = config.teacher_config.model_copy(update={"backend": names[0], "fallbacks": tuple(names[1:])})
+    update: dict[str, object] = {"backend": names[0], "fallbacks": tuple(names[1:])}
+    if run_dir is not None and config.teacher_config.cache_path is None:
+        update["cache_path"] = str(run_dir / "teacher_cache.db")
+    gateway_config = config.teacher_config.model_copy(update=update)
     return TeacherGateway(TeacherConfig.model_validate(gateway_config.model_dump()), oracle=ShellOracle())
 
 
@@ -131,7 +137,7 @@ class ShellTraining:
         self.tasks = load_tasks(tasks_dir, split="train")
         if not self.tasks:
             raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
-        self.teacher = _teacher(self.config)
+        self.teacher = _teacher(self.config, run_dir)
         self.monitor = DisagreementMonitor(self.config.monitor)
         self.metrics_path = run_dir / "metrics.jsonl"
         self.budget = Budget()
