@@ -171,3 +171,15 @@ def test_trainer_state_round_trips_through_a_checkpoint(tmp_path) -> None:
     s2 = grpo_update(fresh, episodes, groups, generator=g2)
     assert s1.loss == pytest.approx(s2.loss, rel=1e-5)
     assert loaded_m["policy"]["kind"] == "compact"
+
+
+def test_kl_to_an_identical_reference_is_zero_on_the_first_minibatch() -> None:
+    policy = CompactStudent(SMALL)
+    reference = CompactStudent(SMALL)
+    reference.load_state_dict(policy.state_dict())
+    trainer = Trainer(policy, TrainerConfig(kl_coef=0.5, minibatch_size=1000, update_epochs=1))
+    episodes, groups = grouped(random.Random(6))
+    stats = grpo_update(trainer, episodes, groups, generator=torch.Generator().manual_seed(0), reference=reference)
+    assert stats.kl == pytest.approx(0.0, abs=1e-7)
+    again = grpo_update(trainer, episodes, groups, generator=torch.Generator().manual_seed(1), reference=reference)
+    assert again.kl > 0  # after one step the policy has moved away from the reference

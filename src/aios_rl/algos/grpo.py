@@ -64,19 +64,11 @@ def grpo_update(
         policy_loss, clip = losses.clipped_surrogate(
             logprobs, old[idx][:, None], adv[idx][:, None], mask, cfg.eps_low, cfg.eps_high, cfg.agg
         )
-        loss = policy_loss - cfg.entropy_coef * ev.entropy.mean()
-        if ref is not None:
-            kl = losses.kl_k3(logprobs, ref[idx][:, None]).mean()
-            loss = loss + cfg.kl_coef * kl
-            stats.kl += kl.item()
+        entropy = ev.entropy.mean()
+        loss = policy_loss - cfg.entropy_coef * entropy
+        loss = loss + trainer.kl_penalty(logprobs, None if ref is None else ref[idx][:, None], stats)
         loss = loss + trainer.auxiliary_loss(distill, negative, reference, stats)
-        if stats.steps == 0:
-            stats.first_ratio_mean = clip.ratio_mean
-        stats.policy_loss += policy_loss.item()
-        stats.entropy += ev.entropy.mean().item()
-        stats.clip_fraction += clip.clip_fraction
-        stats.approx_kl += clip.approx_kl
-        trainer.step(loss, stats)
+        trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)
     return trainer.finish(stats)
 
 

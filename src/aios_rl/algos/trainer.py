@@ -124,6 +124,31 @@ class Trainer:
             stats.negative_kl += n_kl.item()
         return total
 
+    def kl_penalty(self, logprobs: torch.Tensor, ref: torch.Tensor | None, stats: UpdateStats) -> torch.Tensor:
+        """``kl_coef`` x the k3 estimate of KL(pi || reference) on the sampled actions (0 without a reference)."""
+        if ref is None:
+            return torch.zeros(())
+        kl = losses.kl_k3(logprobs, ref).mean()
+        stats.kl += kl.item()
+        return self.config.kl_coef * kl
+
+    def surrogate_step(
+        self,
+        loss: torch.Tensor,
+        policy_loss: torch.Tensor,
+        entropy: torch.Tensor,
+        clip: losses.SurrogateStats,
+        stats: UpdateStats,
+    ) -> None:
+        """Record a clipped-surrogate minibatch's statistics, then take the gradient step."""
+        if stats.steps == 0:
+            stats.first_ratio_mean = clip.ratio_mean
+        stats.policy_loss += policy_loss.item()
+        stats.entropy += entropy.item()
+        stats.clip_fraction += clip.clip_fraction
+        stats.approx_kl += clip.approx_kl
+        self.step(loss, stats)
+
     def step(self, loss: torch.Tensor, stats: UpdateStats) -> None:
         if not torch.isfinite(loss):
             raise TrainingError(f"non-finite loss {loss.item()}; the update is abandoned")
