@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from aios_rl.contracts.errors import ConfigError
+
 
 app = typer.Typer(help="Runnable demonstrations on the embedded defaults.", no_args_is_help=True)
 
@@ -36,7 +38,7 @@ def shell(
     from aios_rl.campaign.demo_shell import run_shell_demo, table
 
     if out.exists() and any(out.iterdir()):
-        raise typer.BadParameter(f"{out} is not empty; choose a new --out directory", param_hint="--out")
+        raise ConfigError(f"--out {out} is not empty; choose a new directory")
     rows = run_shell_demo(out, typer.echo, count=count, epochs=epochs, tasks_per_epoch=tasks_per_epoch, seed=seed)
     typer.echo("")
     for line in table(rows):
