@@ -236,7 +236,10 @@ class ShellTraining:
             zero_var += max(rewards) - min(rewards) < 1e-9
             for episode in group:
                 self.plane.record_episode(episode, admitted=False, lane=route_episode(episode))
-                alarm = self.monitor.observe(episode) if self.teacher is not None else None
+                # Judges are watched against verification; the oracle is ground truth (its shaping rewards
+                # partial progress on failed episodes by design), so it is not.
+                judged = self.teacher is not None and not isinstance(self.teacher, ShellOracle)
+                alarm = self.monitor.observe(episode) if judged else None
                 if alarm is not None:
                     self.plane.raise_alarm(alarm.kind, alarm.payload())
             episodes.extend(group)
