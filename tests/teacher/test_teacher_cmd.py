@@ -111,8 +111,18 @@ def test_bad_inputs_are_clear_errors(tmp_path: Path) -> None:
     assert isinstance(result.exception, ContractError) and "bad.jsonl:7" in str(result.exception)
     result = invoke("calibrate", "--backend", "claud", "--tasks", str(bad), *out)
     assert isinstance(result.exception, ConfigError) and "did you mean 'claude'" in str(result.exception)
-    result = invoke("calibrate", "--backend", "openai", "--tasks", str(bad))
-    assert isinstance(result.exception, ConfigError) and "--out" in str(result.exception)
+
+
+
+def test_report_goes_to_runs_by_default(tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    server.judge = faithful
+    gold = write_gold(tmp_path / "gold.jsonl")
+    config = config_for(tmp_path, server)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("calibrate", "--backend", "openai", "--tasks", str(gold), "--config", str(config))
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "runs" / "teacher-calibration" / "openai.json").read_text())
+    assert report["passed"] is True and report["n"] == 6
 
 
 @pytest.mark.slow

@@ -10,7 +10,8 @@ The gold set is a JSONL file, one record per line::
 task directory: then the gold set is rolled out first (per task, one episode following the reference fix
 and one uniform-random episode) and saved as ``gold.jsonl`` beside the report for reuse.
 
-The report is written as JSON to ``--out`` or ``RUN/teacher_calibration.json``; the exit code is 0 when the
+The report is written as JSON to ``--out``, ``RUN/teacher_calibration.json`` or, by default,
+``runs/teacher-calibration/<backend>.json``; the exit code is 0 when the
 teacher passes the thresholds and 1 when it does not.
 """
 
@@ -35,6 +36,7 @@ app = typer.Typer(help="LLM teachers: calibrate a backend against the oracle bef
 
 GOLD_FILE = "gold.jsonl"
 REPORT_FILE = "teacher_calibration.json"
+DEFAULT_DIR = Path("runs") / "teacher-calibration"  # where reports go without --out or --run
 
 
 class GoldRecord(Record):
@@ -135,9 +137,7 @@ def calibrate_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Ask the teacher about every gold episode and compare it with the outcomes and the oracle."""
-    target = out if out is not None else (run / REPORT_FILE if run is not None else None)
-    if target is None:
-        raise ConfigError("teacher calibrate: pass --out FILE or --run DIR to say where the report goes")
+    target = out if out is not None else (run / REPORT_FILE if run is not None else DEFAULT_DIR / f"{backend}.json")
     overrides: dict[str, Any] = {
         "backend": backend, "fallbacks": tuple(fallback) or None, "timeout_s": timeout
     }
