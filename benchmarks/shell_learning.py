@@ -33,6 +33,7 @@ CONFIGS = {
     "distillation only": {"teacher": "oracle", "rl": False},
     "distillation + RL": {"teacher": "oracle", "rl": True},
 }
+SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "distill+rl": "distillation + RL"}
 
 
 def holdout_eval(policy, tasks_dir: Path, sandbox: Sandbox, seed: int) -> dict[str, float]:
@@ -59,6 +60,8 @@ def main() -> None:
     parser.add_argument("--tasks-per-epoch", type=int, default=ShellTrainConfig().tasks_per_epoch)
     parser.add_argument("--group-size", type=int, default=ShellTrainConfig().group_size)
     parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
+    parser.add_argument("--configs", default="rl,distill,distill+rl", help="subset of: rl, distill, distill+rl")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the uniform and untrained evaluations")
     args = parser.parse_args()
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -73,15 +76,17 @@ def main() -> None:
         for key, value in scores.items():
             rows.setdefault(name, {}).setdefault(key, []).append(value)
 
+    chosen = {SHORT[key.strip()]: CONFIGS[SHORT[key.strip()]] for key in args.configs.split(",")}
     for seed in range(args.seeds):
-        add("uniform-random candidates", holdout_eval(UniformPolicy(), tasks_dir, sandbox, seed))
-        for name, overrides in CONFIGS.items():
+        if not args.no_baselines:
+            add("uniform-random candidates", holdout_eval(UniformPolicy(), tasks_dir, sandbox, seed))
+        for name, overrides in chosen.items():
             run = args.out / f"seed{seed}-{name.split()[0]}-{overrides['teacher']}-{int(overrides['rl'])}"
             cfg = ShellTrainConfig(epochs=args.epochs, tasks_per_epoch=args.tasks_per_epoch,
                                    group_size=args.group_size, seed=seed, **overrides)
             start = time.perf_counter()
             training = ShellTraining(run, tasks_dir, cfg)
-            if name == "pure RL (--teacher none)":
+            if name == "pure RL (--teacher none)" and not args.no_baselines:
                 tensors, meta = training.plane.load_checkpoint("ckpt-0000")
                 add("untrained student", holdout_eval(restore_student(meta["policy"], tensors), tasks_dir, sandbox, seed))
             training.warm_start()
@@ -100,7 +105,8 @@ def main() -> None:
         mins = f"{statistics.mean(minutes[name]):.1f}" if name in minutes else "-"
         print(f"{name:<28}{fmt(scores['holdout']):>16}{fmt(scores.get('unseen_mutants', [])):>20}"
               f"{fmt(scores.get('unseen_repos', [])):>18}{mins:>11}")
-    (args.out / "results.json").write_text(json.dumps({"rows": rows, "train_minutes": minutes, "args": vars(args)},
+    suffix = args.configs.replace(",", "_").replace("+", "-")
+    (args.out / f"results-{suffix}.json").write_text(json.dumps({"rows": rows, "train_minutes": minutes, "args": vars(args)},
                                                       indent=2, default=str))
 
 
