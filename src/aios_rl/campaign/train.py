@@ -36,6 +36,7 @@ from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.oracle import ShellOracle, reference_action
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import load_tasks
+from aios_rl.policy.base import Policy
 from aios_rl.rollout.budget import Budget
 from aios_rl.teacher.calibrate import DisagreementMonitor, MonitorConfig
 from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
@@ -149,7 +150,7 @@ class ShellTraining:
     def make_env(self) -> Env:
         return ShellBugfixEnv(self.config.env, sandbox=self.sandbox)
 
-    def _student(self) -> tuple[object, Trainer]:
+    def _student(self) -> tuple[Policy, Trainer]:
         lineage = self.plane.state.lineage
         if lineage.active is None:
             policy = make_student(self.config.student, seed=self.config.seed)
@@ -215,7 +216,8 @@ class ShellTraining:
         return [r.get("phase", "") for r in read_metrics(self.metrics_path)]
 
     def epochs_done(self) -> int:
-        return self._done_labels().count("rl") + self._done_labels().count("distill")
+        labels = self._done_labels()  # one read of metrics.jsonl
+        return labels.count("rl") + labels.count("distill")
 
     def run_epoch(self, epoch: int, progress: Progress | None = None) -> EpochReport:
         cfg = self.config
@@ -245,9 +247,8 @@ class ShellTraining:
             episodes.extend(group)
             groups.extend([g] * len(group))
             if progress:
-                done = episodes
-                progress("rollouts", {"success": sum(e.outcome == "success" for e in done) / len(done),
-                                      "reward": sum(e.reward for e in done) / len(done)})
+                progress("rollouts", {"success": sum(e.outcome == "success" for e in episodes) / len(episodes),
+                                      "reward": sum(e.reward for e in episodes) / len(episodes)})
         if zero_var:
             log.warning("epoch %d: %d of %d groups had zero reward variance (no learning signal)", epoch, zero_var, len(chosen))
         generator = torch.Generator().manual_seed(cfg.seed * 7919 + epoch)
