@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from aios_rl.cli import contracts_cmd, demo_cmd, lineage_cmd, shell_cmd, teacher_cmd, train_cmd
+from aios_rl.cli import contracts_cmd, demo_cmd, lineage_cmd, shell_cmd, status_cmd, teacher_cmd, train_cmd
 from aios_rl.contracts.errors import AiosRlError
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
 )
 app.command("schema")(contracts_cmd.schema)
 app.command("validate")(contracts_cmd.validate)
+app.command("status")(status_cmd.status)
 app.add_typer(lineage_cmd.app, name="lineage")
 app.add_typer(demo_cmd.app, name="demo")
 shell_cmd.app.command("train")(train_cmd.train)
