@@ -12,11 +12,13 @@ Text form (what the compact student's candidates look like)::
     =======
     <replacement lines>
     >>>>>>> REPLACE
+    revert
     stop <message>
 
 JSON form (what LM students emit): ``{"action": "read", "path": ...}``, ``{"action": "run", "command":
 ...}``, ``{"action": "patch", "diff": ...}`` or ``{"action": "patch", "path": ..., "search": ...,
-"replace": ...}``, ``{"action": "stop", "message": ...}``. A ```` ``` ```` fence around either form is
+"replace": ...}``, ``{"action": "revert"}``, ``{"action": "stop", "message": ...}``. ``revert`` restores the
+working copy to its state at reset. A ```` ``` ```` fence around either form is
 ignored.
 
 Parsing never raises for bad input: it returns an :class:`Invalid` whose reason the environment shows
@@ -54,6 +56,7 @@ _SEARCH, _DIVIDER, _REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 _JSON_FIELDS = {
     "read": ({"path"}, set()),
     "run": ({"command"}, set()),
+    "revert": (set(), set()),
     "stop": (set(), {"message"}),
 }
 
@@ -81,6 +84,11 @@ class Patch:
 
 
 @dataclass(frozen=True)
+class Revert:
+    """Restore the working copy to its state at reset (``git checkout .`` for the task copy)."""
+
+
+@dataclass(frozen=True)
 class Stop:
     """End the episode."""
 
@@ -95,11 +103,11 @@ class Invalid:
     kind: str = "unknown"
 
 
-Action = Read | Run | Patch | Stop
+Action = Read | Run | Patch | Revert | Stop
 
 
 def action_kind(action: Action | Invalid) -> str:
-    """``read``, ``run``, ``patch``, ``stop`` or ``invalid``."""
+    """``read``, ``run``, ``patch``, ``revert``, ``stop`` or ``invalid``."""
     return "invalid" if isinstance(action, Invalid) else type(action).__name__.lower()
 
 
@@ -120,10 +128,12 @@ def parse_action(text: str) -> Action | Invalid:
         return split if isinstance(split, Invalid) else Run(tuple(split))
     if verb == "patch":
         return _patch_text(arg, rest)
+    if verb == "revert":
+        return Revert() if not (arg or rest.strip()) else Invalid("revert takes no arguments", "revert")
     if verb == "stop":
         return Stop(" ".join([arg, rest.strip()]).strip())
     shown = head.strip()[:60] or "(empty)"
-    return Invalid(f"unknown action {shown!r}; start with read, run, patch or stop")
+    return Invalid(f"unknown action {shown!r}; start with read, run, patch, revert or stop")
 
 
 def split_command(command: str) -> list[str] | Invalid:
@@ -281,7 +291,7 @@ def _parse_json(text: str) -> Action | Invalid:
             return _edit(data)
         return Invalid('patch needs {"diff"} or {"path", "search", "replace"} string fields', "patch")
     if kind not in _JSON_FIELDS:
-        return Invalid(f"unknown action {kind!r}; use read, run, patch or stop")
+        return Invalid(f"unknown action {kind!r}; use read, run, patch, revert or stop")
     required, optional = _JSON_FIELDS[kind]
     keys = set(data)
     if not required <= keys <= required | optional or not all(isinstance(v, str) for v in data.values()):
@@ -292,6 +302,8 @@ def _parse_json(text: str) -> Action | Invalid:
     if kind == "run":
         split = split_command(data["command"])
         return split if isinstance(split, Invalid) else Run(tuple(split))
+    if kind == "revert":
+        return Revert()
     return Stop(data.get("message", "").strip())
 
 

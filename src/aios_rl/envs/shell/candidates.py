@@ -1,7 +1,7 @@
 """Admissible actions for the compact student, with numeric features derived only from what it observed.
 
 Candidates, in this order: ``read <file>`` for non-test Python source files, ``run <test command>``,
-patch candidates, ``stop done``. A patch candidate is ``"patch\\n" + mutate.unified_diff(buggy, fixed,
+patch candidates, ``revert`` (only while the working copy differs from its state at reset), ``stop done``. A patch candidate is ``"patch\\n" + mutate.unified_diff(buggy, fixed,
 path)`` for one :func:`~aios_rl.envs.shell.mutate.fix_candidates` edit, so a reference fix normalised the
 same way (see :func:`~aios_rl.envs.shell.oracle.reference_action`) equals a candidate string exactly.
 
@@ -15,7 +15,7 @@ capped at ``max_candidates`` deterministically.
 Feature layout (:data:`FEATURE_NAMES`; every candidate has every key, floats):
 
 ============================  ===========================================================================
-``kind_read/run/patch/stop``  one-hot action kind
+``kind_<kind>``               one-hot action kind: read, run, patch, revert, stop
 ``op_<operator>``             one-hot edit operator family of a patch (all 0 for other kinds)
 ``in_traceback``              patch: its function holds a traceback line; read: the file does
 ``traceback_distance``        patch: line distance to the nearest traceback line in its file divided by the
@@ -24,11 +24,18 @@ Feature layout (:data:`FEATURE_NAMES`; every candidate has every key, floats):
                               read: the file has such a function
 ``suspicion``                 patch: Ochiai suspicion of its function (:func:`localize`); read: the file's
                               highest
+``line_suspicion``            patch: Ochiai suspicion of the edited line from the line spectrum taken at
+                              reset (:mod:`~aios_rl.envs.shell.spectrum`); read: the file's highest line;
+                              0 without a spectrum
+``line_suspicion_rank``       patch: share of the other patches with a strictly higher line suspicion (0:
+                              none); 1 for other kinds
 ``already_read``              patch/read: the file was already read (``read``, ``cat``, ``head``...)
 ``already_tried``             this exact candidate text was already taken as an action
 ``step_fraction``             steps taken so far / max steps
 ``failing_tests``             failing tests in the latest test run (a count)
 ``failing_fraction``          failing / (passing + failing) in the latest test run
+``modified``                  the working copy differs from its state at reset
+``last_patch_failed``         the previous action applied a patch and the tests still fail
 ============================  ===========================================================================
 
 No input here comes from a task's oracle: the environment passes the working copy's files, the latest
@@ -56,16 +63,19 @@ from aios_rl.envs.shell.mutate import (
     unified_diff,
 )
 from aios_rl.envs.shell.pytest_output import SuiteRun
+from aios_rl.envs.shell.spectrum import LineSpectrum, rank_fractions
 
 PATCH_OPERATORS: tuple[str, ...] = tuple(op for op in OPERATORS if op not in NON_INVERTIBLE_OPERATORS)
-KINDS: tuple[str, ...] = ("read", "run", "patch", "stop")
+KINDS: tuple[str, ...] = ("read", "run", "patch", "revert", "stop")
 FEATURE_NAMES: tuple[str, ...] = (
     *(f"kind_{k}" for k in KINDS),
     *(f"op_{op}" for op in PATCH_OPERATORS),
-    "in_traceback", "traceback_distance", "called_by_failing_test", "suspicion", "already_read",
-    "already_tried", "step_fraction", "failing_tests", "failing_fraction",
+    "in_traceback", "traceback_distance", "called_by_failing_test", "suspicion", "line_suspicion",
+    "line_suspicion_rank", "already_read", "already_tried", "step_fraction", "failing_tests",
+    "failing_fraction", "modified", "last_patch_failed",
 )  # fmt: skip
 STOP_CANDIDATE = "stop done"
+REVERT_CANDIDATE = "revert"
 _Fn = tuple[str, str]  # (file, qualname)
 _MAX_DEPTH = 2
 
@@ -111,6 +121,8 @@ class History:
     max_steps: int
     files_read: frozenset[str] = frozenset()
     tried: frozenset[str] = frozenset()
+    modified: bool = False
+    last_patch_failed: bool = False
 
 
 def is_test_file(path: str) -> bool:
@@ -288,11 +300,13 @@ def assemble(
     test_command: Sequence[str],
     history: History,
     max_candidates: int,
+    spectrum: LineSpectrum | None = None,
 ) -> tuple[list[str], list[dict[str, float]]]:
     """The capped candidate list and its aligned feature dicts (layout in the module docstring).
 
-    ``run`` and ``stop`` are always kept; reads of files with traceback lines or implicated functions
-    come first; patches take the room left, in ``pool`` order, and reads fill any remainder.
+    ``run``, ``stop`` and (when the working copy was modified) ``revert`` are always kept; reads of files
+    with traceback lines or implicated functions come first; patches take the room left, in ``pool``
+    order, and reads fill any remainder.
     """
     run_text = "run " + shlex.join(test_command)
     by_file: dict[str, list[PatchCandidate]] = {}
@@ -300,10 +314,11 @@ def assemble(
         by_file.setdefault(c.file, []).append(c)
     tb_files = {p for p, cs in by_file.items() if any(c.in_traceback for c in cs)}
     reads = sorted(source_files(files), key=lambda p: (p not in tb_files, p not in by_file, p))
-    room = max(0, max_candidates - 2)
+    room = max(0, max_candidates - 2 - history.modified)
     n_reads = min(len(reads), max(room // 4, room - len(pool)))
     patches = list(pool[: room - n_reads])
     common = _common_features(run, history)
+    line_scores = [spectrum.ochiai(c.file, c.lineno) if spectrum else 0.0 for c in patches]
     rows: list[tuple[str, dict[str, float]]] = []
     for path in sorted(reads[:n_reads]):
         found = by_file.get(path, [])
@@ -312,17 +327,22 @@ def assemble(
             "traceback_distance": 0.0 if path in tb_files else 1.0,
             "called_by_failing_test": any(c.called_by_failing_test for c in found),
             "suspicion": max((c.suspicion for c in found), default=0.0),
+            "line_suspicion": spectrum.file_max(path) if spectrum else 0.0,
             "already_read": path in history.files_read,
         })))
     rows.append((run_text, _features("run", None, common, history, run_text, {})))
-    for c in patches:
+    for c, line_score, line_rank in zip(patches, line_scores, rank_fractions(line_scores)):
         rows.append((c.text, _features("patch", c.operator, common, history, c.text, {
             "in_traceback": c.in_traceback,
             "traceback_distance": c.traceback_distance,
             "called_by_failing_test": c.called_by_failing_test,
             "suspicion": c.suspicion,
+            "line_suspicion": line_score,
+            "line_suspicion_rank": line_rank,
             "already_read": c.file in history.files_read,
         })))
+    if history.modified:
+        rows.append((REVERT_CANDIDATE, _features("revert", None, common, history, REVERT_CANDIDATE, {})))
     rows.append((STOP_CANDIDATE, _features("stop", None, common, history, STOP_CANDIDATE, {})))
     return [text for text, _ in rows], [row for _, row in rows]
 
@@ -336,6 +356,7 @@ def _features(
     if operator is not None:
         row[f"op_{operator}"] = 1.0
     row["traceback_distance"] = 1.0  # "no traceback line near", unless the facts say otherwise
+    row["line_suspicion_rank"] = 1.0
     row.update({key: float(value) for key, value in facts.items()})
     row["already_tried"] = float(text in history.tried)
     row.update(common)
@@ -349,6 +370,8 @@ def _common_features(run: SuiteRun | None, history: History) -> dict[str, float]
         "step_fraction": history.step / max(1, history.max_steps),
         "failing_tests": float(failing),
         "failing_fraction": failing / total if total else 0.0,
+        "modified": float(history.modified),
+        "last_patch_failed": float(history.last_patch_failed),
     }
 
 

@@ -4,7 +4,9 @@ An episode works on a fresh copy of ``spec["task_dir"]/repo`` (the task director
 :meth:`ShellBugfixEnv.reset` runs the test command once (the baseline: which tests fail), then each
 :meth:`~ShellBugfixEnv.step` takes one action (:mod:`~aios_rl.envs.shell.actions`): ``read`` a file
 (host-side, a pure read with path checks), ``run`` an allowed command in the sandbox, ``patch`` files
-(the tests are then re-run automatically) or ``stop``. Step rewards are 0: the control plane fuses the
+(the tests are then re-run automatically), ``revert`` the working copy to its state at reset, or ``stop``.
+At reset a pytest suite is also run once under a line tracer (:mod:`~aios_rl.envs.shell.spectrum`), whose
+per-line failing/passing counts give the patch candidates a line-level suspicion feature. Step rewards are 0: the control plane fuses the
 terminal reward from :meth:`~ShellBugfixEnv.verify` later (ARCHITECTURE §5); ``config.step_penalty`` is
 only reported in ``info``.
 
@@ -63,6 +65,7 @@ from aios_rl.envs.shell.pytest_output import (
     summary_text,
 )
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
+from aios_rl.envs.shell.spectrum import SPECTRUM_FILE, LineSpectrum, parse_spectrum, spectrum_argv
 from aios_rl.envs.shell.task import IGNORED_IN_COPIES, REPO
 from aios_rl.envs.shell.workspace import (
     FileTree,
@@ -91,6 +94,12 @@ class ShellEnvConfig(ConfigModel):
     max_candidates: int = Field(default=256, description="Most candidate actions offered per observation.")
     small_repo_functions: int = Field(
         default=20, description="Offer patches in every function when the repo has at most this many."
+    )
+    line_spectrum: bool = Field(
+        default=True, description="Trace the suite once at reset for line-level suspicion features (pytest only)."
+    )
+    spectrum_timeout_factor: float = Field(
+        default=3.0, gt=0, description="The traced run's timeout, in multiples of the scaled test timeout."
     )
     max_failing_ids_shown: int = Field(default=10, description="Failing test ids listed in the test summary.")
     step_penalty: float = Field(default=0.0, description="Per-step penalty reported in info, not rewarded.")
@@ -135,6 +144,7 @@ class EpisodeState:
     baseline: SuiteRun
     targets: tuple[str, ...]
     initial: FileTree
+    spectrum: LineSpectrum | None = None
     step: int = 0
     files_read: frozenset[str] = frozenset()
     tried: frozenset[str] = frozenset()
@@ -144,6 +154,7 @@ class EpisodeState:
     latest_label: str = "at reset"
     progress_key: str = ""
     no_progress_steps: int = 0
+    last_patch_failed: bool = False
     terminated: bool = False
     truncated: bool = False
     elapsed_s: float = 0.0
@@ -219,9 +230,10 @@ class ShellBugfixEnv:
         missing = [t for t in spec.target_tests if t not in baseline.failing]
         if missing:
             logger.warning("task %s: target tests not failing at reset: %s", task.task_id, missing[:5])
+        spectrum = self._line_spectrum(spec, baseline)
         initial = read_tree(self._repo)
         state = EpisodeState(
-            spec=spec, baseline=baseline, targets=tuple(targets), initial=initial, latest=baseline,
+            spec=spec, baseline=baseline, targets=tuple(targets), initial=initial, spectrum=spectrum, latest=baseline,
             last_output=_tail(output, self.config.output_cap_chars),
             progress_key=_progress_key(initial, baseline),
         )
@@ -263,9 +275,11 @@ class ShellBugfixEnv:
         state = replace(
             state, step=step, last_action=action, last_output=effect.output,
             tried=state.tried | {action}, latest=latest,
-            latest_label=f"after step {step}" if effect.tests is not None else state.latest_label,
+            latest_label=state.latest_label if effect.tests is None else (
+                f"at reset; restored at step {step}" if effect.info["action_kind"] == "revert" else f"after step {step}"),
             files_read=state.files_read | set(effect.info.get("files_read", ())),
             progress_key=key, no_progress_steps=state.no_progress_steps + (key == state.progress_key),
+            last_patch_failed=bool(effect.info.get("patch_applied")) and not passed,
             terminated=terminated, truncated=truncated, elapsed_s=elapsed,
         )
         self._state = replace(state, observation=self._observe(state, files))
@@ -335,6 +349,8 @@ class ShellBugfixEnv:
             return self._run(state, parsed.argv, budget_s)
         if isinstance(parsed, act.Patch):
             return self._patch(state, parsed, budget_s)
+        if isinstance(parsed, act.Revert):
+            return self._revert(state)
         said = f"Stopped: {parsed.message}" if parsed.message else "Stopped."
         return _Effect(said, _info("stop"), stop=True)
 
@@ -383,6 +399,29 @@ class ShellBugfixEnv:
         return _Effect(_tail(text, self.config.output_cap_chars), {**_info("patch"), "patch_applied": True,
                                                                    "files_changed": changed}, tests=run)
 
+    def _revert(self, state: EpisodeState) -> _Effect:
+        """Restore the working copy to its state at reset; the tests are not re-run (their results at reset
+        stand), so a revert costs a step but no test time."""
+        write_tree(self._repo, state.initial)
+        text = "Working copy restored to its state at reset. Test results are those of the run at reset:\n"
+        return _Effect(_tail(text + summary_text(state.baseline, max_ids=self.config.max_failing_ids_shown),
+                             self.config.output_cap_chars), _info("revert"), tests=state.baseline)
+
+    def _line_spectrum(self, spec: TaskSpec, baseline: SuiteRun) -> LineSpectrum | None:
+        """One traced run of the suite at reset (see :mod:`~aios_rl.envs.shell.spectrum`), or None."""
+        argv = spectrum_argv(spec.test_command) if self.config.line_spectrum and baseline.n_failed else None
+        if argv is None:
+            return None
+        result = self._sandbox_run(argv, self.config.spectrum_timeout_factor * spec.timeout_s)
+        out = self._repo / SPECTRUM_FILE
+        try:
+            return None if result.timed_out else parse_spectrum(out.read_text(encoding="utf-8"))
+        except (OSError, EnvError) as exc:
+            logger.debug("no line spectrum for %s: %s", spec.task_id, exc)
+            return None
+        finally:
+            out.unlink(missing_ok=True)
+
     def _search_replace(self, edit: Any) -> str:
         target = self._inside(edit.path)
         if target is None or not target.is_file():
@@ -420,9 +459,10 @@ class ShellBugfixEnv:
                 self._pools.pop(next(iter(self._pools)))
             self._pools[key] = patch_pool(sources, state.latest, self.config.small_repo_functions)
         history = History(step=state.step, max_steps=self.config.max_steps, files_read=state.files_read,
-                          tried=state.tried)
+                          tried=state.tried, modified=files != state.initial,
+                          last_patch_failed=state.last_patch_failed)
         texts, features = assemble(self._pools[key], sources, state.latest, state.spec.test_command, history,
-                                   self.config.max_candidates)
+                                   self.config.max_candidates, state.spectrum)
         return Observation(text=self._render(state), candidates=texts, candidate_features=features,
                            features=_observation_features(state, self.config.max_steps))
 

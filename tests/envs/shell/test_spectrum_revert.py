@@ -1,0 +1,106 @@
+"""Line spectra (traced suite at reset → line suspicion features) and the ``revert`` action."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell import actions as act
+from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
+from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
+from aios_rl.envs.shell.mutate import unified_diff
+from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
+from aios_rl.envs.shell.spectrum import LineSpectrum, parse_spectrum, rank_fractions, spectrum_argv
+from test_env import CALC, FIXED, make_task
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    return Sandbox(SandboxConfig())
+
+
+def test_ochiai_by_hand() -> None:
+    text = json.dumps({
+        "t::a": {"failed": True, "lines": [["m.py", 1], ["m.py", 2]]},
+        "t::b": {"failed": True, "lines": [["m.py", 1]]},
+        "t::c": {"failed": False, "lines": [["m.py", 1], ["m.py", 3]]},
+    })  # fmt: skip
+    s = parse_spectrum(text)
+    assert s.failed_total == 2 and s.counts[("m.py", 1)] == (2, 1)
+    assert s.ochiai("m.py", 1) == pytest.approx(2 / (2 * 3) ** 0.5)
+    assert s.ochiai("m.py", 2) == pytest.approx(1 / (2 * 1) ** 0.5)
+    assert s.ochiai("m.py", 3) == 0.0 and s.ochiai("other.py", 1) == 0.0
+    assert s.file_max("m.py") == pytest.approx(s.ochiai("m.py", 1))
+    assert LineSpectrum(0).ochiai("m.py", 1) == 0.0
+
+
+@pytest.mark.parametrize("bad", ["[]", "{", '{"t": {"lines": []}}', '{"t": {"failed": true, "lines": [1]}}'])
+def test_malformed_spectrum_is_an_env_error(bad: str) -> None:
+    with pytest.raises(EnvError, match="malformed"):
+        parse_spectrum(bad)
+
+
+def test_rank_fractions_and_argv() -> None:
+    assert rank_fractions([0.5, 1.0, 0.5, 0.0]) == [1 / 3, 0.0, 1 / 3, 1.0]
+    assert rank_fractions([0.7]) == [0.0] and rank_fractions([]) == []
+    assert spectrum_argv(["make", "test"]) is None
+    argv = spectrum_argv(["python", "-m", "pytest", "-q", "tests"])
+    assert argv is not None and argv[:2] == ["python", "-c"] and argv[3:5] == ["-q", "tests"]
+
+
+def test_revert_parses_in_text_and_json_forms() -> None:
+    assert isinstance(act.parse_action("revert"), act.Revert)
+    assert isinstance(act.parse_action('{"action": "revert"}'), act.Revert)
+    assert isinstance(act.parse_action("revert calc.py"), act.Invalid)
+    assert isinstance(act.parse_action('{"action": "revert", "path": "x"}'), act.Invalid)
+
+
+def test_the_buggy_line_is_the_most_suspicious_patch_site(tmp_path: Path, sandbox: Sandbox) -> None:
+    env = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        obs = env.reset(make_task(tmp_path), seed=0)
+        assert not (env._repo / ".aios-line-spectrum.json").exists()  # read and removed
+        feats = dict(zip(obs.candidates, obs.candidate_features))
+        fix = "patch\n" + unified_diff(CALC, FIXED, "calc.py")
+        assert feats[fix]["line_suspicion"] == pytest.approx(1.0)  # both failing tests, no passing one
+        assert feats[fix]["line_suspicion_rank"] == 0.0
+        clamp = [f for c, f in feats.items() if c.startswith("patch") and "return high" in c]
+        assert clamp and all(f["line_suspicion"] < 1.0 for f in clamp)
+        assert feats["read calc.py"]["line_suspicion"] == pytest.approx(1.0)
+    finally:
+        env.close()
+    off = ShellBugfixEnv(ShellEnvConfig(line_spectrum=False), sandbox=sandbox)
+    try:
+        obs = off.reset(make_task(tmp_path / "off"), seed=0)
+        assert all(f["line_suspicion"] == 0.0 for f in obs.candidate_features)
+    finally:
+        off.close()
+
+
+def test_revert_restores_the_reset_state_without_rerunning(tmp_path: Path, sandbox: Sandbox) -> None:
+    env = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        opening = env.reset(make_task(tmp_path), seed=0)
+        assert REVERT_CANDIDATE not in opening.candidates
+        wrong = "patch\n" + unified_diff(CALC, CALC.replace("return low\n", "return high\n"), "calc.py")
+        after = env.step(wrong)
+        assert REVERT_CANDIDATE in after.observation.candidates
+        feats = dict(zip(after.observation.candidates, after.observation.candidate_features))
+        assert feats[REVERT_CANDIDATE]["kind_revert"] == 1.0
+        assert feats[REVERT_CANDIDATE]["modified"] == 1.0 and feats[REVERT_CANDIDATE]["last_patch_failed"] == 1.0
+        reverted = env.step(REVERT_CANDIDATE)
+        assert reverted.info["action_kind"] == "revert" and not reverted.info.get("patch_applied")
+        assert (env._repo / "calc.py").read_text() == CALC
+        assert REVERT_CANDIDATE not in reverted.observation.candidates
+        assert "restored to its state at reset" in reverted.observation.text
+        assert "[at reset; restored at step 2]" in reverted.observation.text
+        assert reverted.info["tests_failed"] == 2  # the results at reset
+        feats = dict(zip(reverted.observation.candidates, reverted.observation.candidate_features))
+        assert feats[wrong]["already_tried"] == 1.0 and feats[wrong]["modified"] == 0.0
+        fixed = env.step("patch\n" + unified_diff(CALC, FIXED, "calc.py"))
+        assert fixed.terminated and env.verify().outcome == "success"
+    finally:
+        env.close()
