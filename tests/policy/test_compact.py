@@ -328,7 +328,7 @@ def test_a_few_adam_steps_learn_to_pick_the_candidate_the_text_points_at() -> No
         cands = [f"read pkg/{m}.py" for m in modules[i:] + modules[:i]][::-1]
         text = f"FAILED tests/test_{mod}.py::test_{mod}_works - AssertionError in pkg/{mod}.py"
         data.append((Observation(text=text, candidates=cands), cands.index(f"read pkg/{mod}.py")))
-    s = CompactStudent(SMALL)
+    s = CompactStudent(SMALL.model_copy(update={"text_scorer": True}))  # the n-gram text scorer's job
     assert target_probs(s, data).max() < 0.5
     train(s, data, steps=60)
     assert target_probs(s, data).min() > 0.9
@@ -342,7 +342,7 @@ def test_numeric_features_alone_can_decide() -> None:
         feats = [{"tb_prox": 0.0, "kind_patch": 1.0} for _ in range(4)]
         feats[i % 4]["tb_prox"] = 1.0
         data.append((Observation(text=f"step {i}", candidates=[text] * 4, candidate_features=feats), i % 4))
-    s = CompactStudent(SMALL)
+    s = CompactStudent(SMALL.model_copy(update={"text_scorer": True}))  # the n-gram text scorer's job
     assert target_probs(s, data).max() < 0.5
     train(s, data, steps=60)
     assert target_probs(s, data).min() > 0.9
@@ -429,3 +429,27 @@ def test_hashes_are_stable_across_processes() -> None:
     }
     assert len(outs) == 1 and outs.pop().startswith("[")
     assert stable_hash("abc") == 0x352441C2  # the standard crc32 check value: no per-run salt
+
+
+def test_feature_scorer_scores_candidates_by_their_numeric_features_alone() -> None:
+    """With the n-gram scorer silenced, only the feature scorer can tell identical texts apart by features."""
+    obs_a = Observation(text="1 failed", candidates=["patch x", "patch y"],
+                        candidate_features=[{"line_suspicion": 1.0}, {"line_suspicion": 0.0}])
+    obs_b = obs_a.model_copy(update={"candidate_features": [{"line_suspicion": 0.0}, {"line_suspicion": 1.0}]})
+    for enabled in (True, False):
+        student = CompactStudent(CompactStudentConfig(buckets=256, feature_scorer=enabled, text_scorer=True))
+        with torch.no_grad():
+            student.scorer[-1].weight.zero_()
+            student.scorer[-1].bias.zero_()
+            logits = student([obs_a, obs_b], ["shell", "shell"]).logits
+        if enabled:
+            assert student.feature_head is not None
+            assert torch.allclose(logits[0], logits[1].flip(0)) and not torch.allclose(logits[0, 0], logits[0, 1])
+        else:
+            assert student.feature_head is None and torch.count_nonzero(logits) == 0
+
+
+def test_a_student_needs_at_least_one_scorer() -> None:
+    with pytest.raises(ConfigError, match="text_scorer or feature_scorer"):
+        CompactStudentConfig(text_scorer=False, feature_scorer=False)
+    assert CompactStudent(CompactStudentConfig(buckets=256)).scorer is None  # default: features only
