@@ -57,15 +57,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--count", type=int, default=120, help="tasks generated (train + holdout)")
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds run are first-seed .. first-seed + seeds - 1")
     parser.add_argument("--tasks-per-epoch", type=int, default=ShellTrainConfig().tasks_per_epoch)
     parser.add_argument("--group-size", type=int, default=ShellTrainConfig().group_size)
     parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
+    parser.add_argument("--tasks", type=Path, default=None, help="an existing task set (default: generate --count into OUT/tasks)")
     parser.add_argument("--configs", default="rl,distill,distill+rl", help="subset of: rl, distill, distill+rl")
     parser.add_argument("--no-baselines", action="store_true", help="skip the uniform and untrained evaluations")
     args = parser.parse_args()
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
-    tasks_dir = args.out / "tasks"
+    tasks_dir = args.tasks or args.out / "tasks"
     if not tasks_dir.exists():
         generate_benchmark(tasks_dir, GeneratorConfig(count=args.count, seed=0))
     sandbox = Sandbox()
@@ -77,7 +79,7 @@ def main() -> None:
             rows.setdefault(name, {}).setdefault(key, []).append(value)
 
     chosen = {SHORT[key.strip()]: CONFIGS[SHORT[key.strip()]] for key in args.configs.split(",")}
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         if not args.no_baselines:
             add("uniform-random candidates", holdout_eval(UniformPolicy(), tasks_dir, sandbox, seed))
         for name, overrides in chosen.items():
@@ -106,7 +108,8 @@ def main() -> None:
         print(f"{name:<28}{fmt(scores['holdout']):>16}{fmt(scores.get('unseen_mutants', [])):>20}"
               f"{fmt(scores.get('unseen_repos', [])):>18}{mins:>11}")
     suffix = args.configs.replace(",", "_").replace("+", "-")
-    (args.out / f"results-{suffix}.json").write_text(json.dumps({"rows": rows, "train_minutes": minutes, "args": vars(args)},
+    seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
+    (args.out / f"results-{suffix}-{seeds}.json").write_text(json.dumps({"rows": rows, "train_minutes": minutes, "args": vars(args)},
                                                       indent=2, default=str))
 
 

@@ -15,7 +15,6 @@ from aios_rl.campaign.evaluate import EvalResult, evaluate
 from aios_rl.campaign.shell_eval import holdout_group
 from aios_rl.campaign.students import restore_student
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
-from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.base import Policy

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
+from aios_rl.campaign.collect import RolloutCollector
+from aios_rl.campaign.demos import oracle_demonstrations
 from aios_rl.campaign.metrics import append_metrics, read_metrics
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
 from aios_rl.contracts.config import ConfigModel
@@ -33,14 +35,15 @@ from aios_rl.control.plane import ControlPlane
 from aios_rl.control.replay import route_episode
 from aios_rl.control.reward import RewardConfig
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
-from aios_rl.envs.shell.oracle import ShellOracle, reference_action
+from aios_rl.envs.shell.oracle import ShellOracle
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.base import Policy
+from aios_rl.rollout.allocators import AllocatorConfig, parse_allocator_name
 from aios_rl.rollout.budget import Budget
+from aios_rl.rollout.engine import GroupOutcome
 from aios_rl.teacher.calibrate import DisagreementMonitor, MonitorConfig
 from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
-from aios_rl.rollout.runner import run_group
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,14 @@ class ShellTrainConfig(ConfigModel):
     epochs: int = Field(default=5, ge=1, description="Update epochs (one update and checkpoint each).")
     tasks_per_epoch: int = Field(default=8, ge=1, description="Training tasks sampled per epoch.")
     group_size: int = Field(default=4, ge=1, description="Episodes per task per epoch (the GRPO group).")
+    allocator: str | None = Field(
+        default=None, description="Rollout allocator: uniform-N, dapo-N, arpo-N, tree-N, vip-N, rail or rail-N "
+        "(None: uniform-<group_size>)."
+    )
+    allocation: AllocatorConfig = Field(default_factory=AllocatorConfig, description="Allocator and RAIL settings.")
+    rollout_budget: int = Field(
+        default=0, ge=0, description="Total rollouts the run may spend, branches included (0: no limit)."
+    )
     seed: int = Field(default=0, description="Seeds task sampling, rollouts and the student's initialisation.")
     workers: int = Field(default=2, ge=1, description="Parallel environment workers.")
     torch_threads: int = Field(
@@ -78,6 +89,16 @@ class ShellTrainConfig(ConfigModel):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Update hyperparameters.")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward fusion.")
     env: ShellEnvConfig = Field(default_factory=ShellEnvConfig, description="Shell environment settings.")
+
+    @field_validator("allocator")
+    @classmethod
+    def _known_allocator(cls, name: str | None) -> str | None:
+        if name is not None:
+            parse_allocator_name(name)  # ConfigError with a did-you-mean
+        return name
+
+    def allocator_name(self) -> str:
+        return self.allocator or f"uniform-{self.group_size}"
 
 
 @dataclass
@@ -184,23 +205,14 @@ class ShellTraining:
         return checkpoint_id
 
     def warm_start(self, progress: Progress | None = None) -> EpochReport | None:
-        """Distillation from the teacher's reference actions on each training task's opening state."""
+        """Distillation from oracle demonstrations (:mod:`aios_rl.campaign.demos`): the reference fix at each
+        training task's opening state, and revert-then-fix after a wrong patch."""
         # Demonstrations are the oracle's ground truth: only when the oracle is the primary teacher.
         primary = teacher_backends(self.config.teacher)[:1]
         if primary != ["oracle"] or self.config.warm_start_epochs == 0 or self._done_labels().count("warm_start"):
             return None
-        items = []
-        for task in self.tasks:
-            env = self.make_env()
-            try:
-                observation = env.reset(task, seed=task.seed)
-            finally:
-                env.close()
-            reference = reference_action(task)
-            if reference is not None:
-                items.append((observation, task.environment, [reference], 1.0))
-            if progress:
-                progress("demonstrations", {})
+        items = oracle_demonstrations(self.tasks, self.make_env, seed=self.config.seed,
+                                      progress=(lambda: progress("demonstrations", {})) if progress else None)
         batch = distill_batch_from(items)
         generator = torch.Generator().manual_seed(self.config.seed)
         stats = UpdateStats()
@@ -225,18 +237,13 @@ class ShellTraining:
         chosen: list[Task] = rng.sample(self.tasks, min(cfg.tasks_per_epoch, len(self.tasks)))
         regime = DecodingRegime(name="train", temperature=cfg.temperature, top_p=cfg.top_p)
         active = self.plane.state.lineage.active or ""
-        episodes: list[Episode] = []
-        groups: list[int] = []
-        zero_var = 0
-        for g, task in enumerate(chosen):
-            group = run_group(
-                self.make_env, task, self.policy, size=cfg.group_size, seed=rng.randrange(1 << 30),
-                policy_version=active, regime=regime, teacher=self.teacher, reward_config=cfg.reward,
-                workers=cfg.workers, budget=self.budget,
-            )
-            rewards = [e.reward for e in group]
-            zero_var += max(rewards) - min(rewards) < 1e-9
-            for episode in group:
+        if getattr(self, "collector", None) is None:  # the allocator lives as long as the run (state resumes)
+            self.collector = RolloutCollector(self.plane, cfg.allocator_name(), cfg.allocation,
+                                              rollout_budget=cfg.rollout_budget)
+        seen: list[Episode] = []
+
+        def group_done(group: GroupOutcome) -> None:
+            for episode in (*group.discarded, *group.episodes):
                 self.plane.record_episode(episode, admitted=False, lane=route_episode(episode))
                 # Judges are watched against verification; the oracle is ground truth (its shaping rewards
                 # partial progress on failed episodes by design), so it is not.
@@ -244,35 +251,51 @@ class ShellTraining:
                 alarm = self.monitor.observe(episode) if judged else None
                 if alarm is not None:
                     self.plane.raise_alarm(alarm.kind, alarm.payload())
-            episodes.extend(group)
-            groups.extend([g] * len(group))
+                seen.append(episode)
             if progress:
-                progress("rollouts", {"success": sum(e.outcome == "success" for e in episodes) / len(episodes),
-                                      "reward": sum(e.reward for e in episodes) / len(episodes)})
+                progress("rollouts", {"success": sum(e.outcome == "success" for e in seen) / len(seen),
+                                      "reward": sum(e.reward for e in seen) / len(seen)})
+
+        batch = self.collector.collect(
+            self.make_env, self.policy, chosen, epoch=epoch, seed=rng.randrange(1 << 30), policy_version=active,
+            regime=regime, max_steps=cfg.env.max_steps, workers=cfg.workers, teacher=self.teacher,
+            reward_config=cfg.reward, on_group=group_done,
+        )
+        self.budget.add(batch.ledger)
+        episodes, groups = batch.training_batch()  # branches train in their task's group; dropped groups do not
+        zero_var = sum(g.zero_variance for g in batch.groups)
         if zero_var:
-            log.warning("epoch %d: %d of %d groups had zero reward variance (no learning signal)", epoch, zero_var, len(chosen))
+            log.warning("epoch %d: %d of %d groups had zero reward variance (no learning signal)", epoch, zero_var,
+                        len(batch.groups))
         generator = torch.Generator().manual_seed(cfg.seed * 7919 + epoch)
         distill = distill_from_episodes(episodes) if self.teacher is not None else None
         if not cfg.rl:
             stats = distill_update(self.trainer, distill, generator=generator) if distill is not None and len(distill) else UpdateStats()
+        elif not episodes:  # every group was dropped, or the run's rollout budget is spent: no update
+            stats = UpdateStats()
         elif cfg.trainer.algo == "ppo":
             stats = ppo_update(self.trainer, episodes, generator=generator, distill=distill)
         else:
             stats = grpo_update(self.trainer, episodes, groups, generator=generator, distill=distill)
         checkpoint = self._checkpoint("rl" if cfg.rl else "distill", [e.episode_id for e in episodes])
-        teacher_failures = sum(1 for e in episodes if e.teacher_signal is not None and e.teacher_signal.status == "failed_all_backends")
+        self.collector.save(epoch)
+        teacher_failures = sum(1 for e in seen if e.teacher_signal is not None and e.teacher_signal.status == "failed_all_backends")
+        ran = max(1, len(seen))
         record = {
             "epoch": epoch,
             "phase": "rl" if cfg.rl else "distill",
             "checkpoint": checkpoint,
-            "rollout/success_rate": sum(e.outcome == "success" for e in episodes) / len(episodes),
-            "rollout/reward_mean": sum(e.reward for e in episodes) / len(episodes),
-            "rollout/episodes": len(episodes),
-            "rollout/frac_reward_zero_std": zero_var / len(chosen),
-            "rollout/steps_mean": sum(len(e.trajectory) for e in episodes) / len(episodes),
+            "rollout/success_rate": sum(e.outcome == "success" for e in seen) / ran,
+            "rollout/reward_mean": sum(e.reward for e in seen) / ran,
+            "rollout/episodes": len(seen),
+            "rollout/trained_episodes": len(episodes),
+            "rollout/groups": len(batch.groups),
+            "rollout/zero_variance_groups": zero_var,
+            "rollout/frac_reward_zero_std": zero_var / max(1, len(batch.groups)),
+            "rollout/steps_mean": sum(len(e.trajectory) for e in seen) / ran,
             "teacher/failures": teacher_failures,
             "teacher/disagreement_rate": self.monitor.rate,
-        } | stats.metrics() | self.budget.metrics()
+        } | stats.metrics() | self.budget.metrics() | self.collector.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(epoch, checkpoint, record)
 

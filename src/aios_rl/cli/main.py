@@ -7,7 +7,16 @@ import sys
 
 import typer
 
-from aios_rl.cli import contracts_cmd, demo_cmd, lineage_cmd, shell_cmd, status_cmd, teacher_cmd, train_cmd
+from aios_rl.cli import (
+    bench_cmd,
+    contracts_cmd,
+    demo_cmd,
+    lineage_cmd,
+    shell_cmd,
+    status_cmd,
+    teacher_cmd,
+    train_cmd,
+)
 from aios_rl.contracts.errors import AiosRlError
 
 app = typer.Typer(
@@ -26,6 +35,7 @@ shell_cmd.app.command("train")(train_cmd.train)
 shell_cmd.app.command("eval")(train_cmd.evaluate)
 app.add_typer(shell_cmd.app, name="shell")
 app.add_typer(teacher_cmd.app, name="teacher")
+app.add_typer(bench_cmd.app, name="bench")
 
 
 def main() -> None:

@@ -24,7 +24,11 @@ def train(
     ),
     no_rl: bool = typer.Option(False, "--no-rl", help="Distillation only: no RL updates (ablation)."),
     tasks_per_epoch: int | None = typer.Option(None, "--tasks-per-epoch", help="Training tasks per epoch."),
-    group_size: int | None = typer.Option(None, "--group-size", help="Episodes per task per epoch."),
+    group_size: int | None = typer.Option(None, "--group-size", help="Episodes per task per epoch (uniform-N)."),
+    allocator: str | None = typer.Option(
+        None, "--allocator", help="Rollout allocator: uniform-N, dapo-N, arpo-N, tree-N, vip-N, rail or rail-N "
+        "(default: uniform-<group size>)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for tasks, rollouts and initialisation."),
     config: Path | None = typer.Option(None, "--config", help="YAML file with any ShellTrainConfig fields."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary at the end."),
@@ -39,7 +43,7 @@ def train(
     overrides = {
         "epochs": epochs, "student.kind": student, "student.model_path": model, "trainer.algo": algo,
         "teacher": teacher, "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
-        "group_size": group_size, "seed": seed,
+        "group_size": group_size, "seed": seed, "allocator": allocator,
     }
     cfg = load_config(ShellTrainConfig, config, overrides)
     training = ShellTraining(run, tasks, cfg)

@@ -184,6 +184,7 @@ class Allocator:
     """Base allocator: N fresh rollouts per task, no branching, keep every group (GRPO-N)."""
 
     kind = "uniform"
+    forks = False  # True: may branch or expand, so the engine keeps environment snapshots for it
 
     def __init__(self, n: int, config: AllocatorConfig | None = None) -> None:
         self.n, self.config = n, config or AllocatorConfig()
@@ -286,6 +287,7 @@ class ArpoAllocator(Allocator):
     filled with fresh rollouts from the prompt."""
 
     kind = "arpo"
+    forks = True
 
     def group_plan(self, task_id: str) -> GroupPlan:
         return GroupPlan(max(1, round(self.n * self.config.arpo_initial_fraction)), self.n)
@@ -316,6 +318,7 @@ class TreeAllocator(Allocator):
     inner nodes, each with one new full rollout. All leaves are kept (their k = 1 + n·l)."""
 
     kind = "tree"
+    forks = True
 
     def group_plan(self, task_id: str) -> GroupPlan:
         c = self.config
@@ -419,6 +422,7 @@ class RailAllocator(Allocator):
     Branches still in flight are not checkpointed: checkpoint between training steps."""
 
     kind = "rail"
+    forks = True
 
     def __init__(
         self, n: int, config: AllocatorConfig | None = None, store: RailTraceStore | None = None

@@ -3,15 +3,27 @@ equal cost."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 
 @dataclass
 class Budget:
-    """Running totals of what rollouts consumed (metric keys under ``rollout/``)."""
+    """Running totals of what rollouts consumed (metric keys under ``rollout/``).
+
+    Attributes:
+        rollouts: completed trajectories of every kind (fresh, branched, resampled), one each.
+        branches: of those, rollouts branched from another rollout's snapshot (they share its prefix).
+        discarded: of those, rollouts whose group was replaced or dropped (DAPO), so never trained on.
+        env_steps: environment steps actually taken (a branch's copied prefix is not counted again).
+        policy_forwards: batched ``policy.act`` calls.
+        candidates_scored / tokens_generated: the work inside those calls (candidate scorers / LMs).
+        wall_s: wall-clock seconds spent running rollouts.
+    """
 
     rollouts: int = 0
     branches: int = 0
+    discarded: int = 0
     env_steps: int = 0
     policy_forwards: int = 0
     candidates_scored: int = 0
@@ -24,3 +36,12 @@ class Budget:
 
     def metrics(self) -> dict[str, float]:
         return {f"rollout/{f.name}": float(getattr(self, f.name)) for f in fields(self)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> Budget:
+        """Rebuild a ledger; counters missing from an older state start at 0."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in state.items() if k in known})

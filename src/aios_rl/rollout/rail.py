@@ -240,6 +240,7 @@ class RailController:
         self._stopped: dict[str, None] = {}  # insertion-ordered set of groups done branching
         self._counts = {"decisions": 0, "explored": 0, "gate_rejects": 0, "cycle": 0}
         self._arm_counts = {a.name: 0 for a in self.arms}
+        self._live_arm_counts = {a.name: 0 for a in self.arms}  # decisions taken in live mode only
 
     # -- deciding -------------------------------------------------------------------------------------
 
@@ -259,6 +260,8 @@ class RailController:
         self._counts["decisions"] += 1
         self._counts["explored"] += int(explored)
         self._arm_counts[arm.name] += 1
+        if self.mode == "live":
+            self._live_arm_counts[arm.name] += 1
         return Decision(arm, self.mode, self.model.predict(z, arm), explored)
 
     def _heuristic(self, info: StepInfo, feasible: list[Arm]) -> Arm:
@@ -355,6 +358,10 @@ class RailController:
         if n:
             out["rail/explore_share"] = self._counts["explored"] / n
             out.update({f"rail/arm_share/{name}": k / n for name, k in self._arm_counts.items()})
+        live = sum(self._live_arm_counts.values())
+        if live:
+            out["rail/live_decisions"] = float(live)
+            out.update({f"rail/live_arm_share/{name}": k / live for name, k in self._live_arm_counts.items()})
         if self.promoted_at is not None:
             out["rail/promoted_at"] = float(self.promoted_at)
         if self._sign:
@@ -385,6 +392,7 @@ class RailController:
             "stopped": list(self._stopped),
             "counts": dict(self._counts),
             "arm_counts": dict(self._arm_counts),
+            "live_arm_counts": dict(self._live_arm_counts),
             "projection": self.projection.state_dict(),
             "model": self.model.state_dict(),
             "frozen": None if self.frozen is None else self.frozen.state_dict(),
@@ -409,6 +417,7 @@ class RailController:
         self._errors.extend((float(e), f) for e, f in state["errors"])
         self._stopped = dict.fromkeys(state["stopped"])
         self._counts, self._arm_counts = dict(state["counts"]), dict(state["arm_counts"])
+        self._live_arm_counts = dict(state.get("live_arm_counts", dict.fromkeys(self._arm_counts, 0)))
         self.projection = HiddenProjection.from_state_dict(state["projection"])
         self.model.load_state_dict(state["model"])
         self.frozen = None

@@ -1,10 +1,15 @@
-"""Run groups of episodes: environments step in parallel workers, the policy acts on the whole batch.
+"""Run rollouts: environments step in parallel workers, the policy acts on the whole batch.
 
-A group is G episodes of one task. All live environments of the group are stepped in lockstep: one
-batched ``policy.act`` call per step for every environment still running (batched inference in the
-driver), then the environment steps run in a thread pool (each one is a sandboxed subprocess, so threads
-give real parallelism). Each finished episode is verified, optionally critiqued by a teacher, and its
-reward fused by the control plane's reward rules.
+:func:`run_rollouts` runs a list of jobs to completion. A job is a fresh rollout of a task (reset with a
+seed) or a branch: a copy of a finished rollout's first ``k`` steps whose environment is restored from the
+snapshot taken before that rollout's action ``k`` and continues under its own decoding regime. All live
+environments are stepped in lockstep: one batched ``policy.act`` call per step and decoding regime for
+every environment still running (batched inference in the driver), then the environment steps run in a
+thread pool (each one is a sandboxed subprocess, so threads give real parallelism). Each finished episode
+is verified, optionally critiqued by a teacher, and its reward fused by the control plane's reward rules.
+Every rollout, branch, environment step and policy forward is counted in the :class:`Budget` ledger.
+
+:func:`run_group` is the plain case: G fresh episodes of one task (matched comparisons, evaluation).
 """
 
 from __future__ import annotations
@@ -13,11 +18,22 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from aios_rl.contracts.episode import DecodingRegime, Episode, Observation, Step, Task, TeacherSignal, Verification, utc_now
+from aios_rl.contracts.episode import (
+    BranchRef,
+    DecodingRegime,
+    Episode,
+    Observation,
+    Step,
+    Task,
+    TeacherSignal,
+    Verification,
+    utc_now,
+)
 from aios_rl.contracts.errors import AiosRlError
 from aios_rl.contracts.protocols import Env, Teacher
 from aios_rl.control.reward import RewardConfig, fuse_reward
@@ -29,16 +45,102 @@ log = logging.getLogger(__name__)
 EnvFactory = Callable[[], Env]
 
 
+@dataclass(frozen=True)
+class Fork:
+    """Where a branch starts: ``parent``'s state before its action ``step`` (it shares steps 0..step-1)."""
+
+    parent: Rollout
+    step: int
+
+
+@dataclass(frozen=True)
+class RolloutJob:
+    """One rollout to run: fresh from ``reset(task, seed)``, or a branch when ``fork`` is set."""
+
+    task: Task
+    seed: int
+    regime: DecodingRegime
+    fork: Fork | None = None
+
+
+@dataclass
+class Rollout:
+    """A finished rollout: its episode, and per step (copied prefix included) what branching needs.
+
+    Attributes:
+        hidden: the policy's hidden state at each step (RAIL's context), ``len(trajectory)`` entries.
+        snapshots: the environment state before each step's action; empty when snapshots were not kept.
+    """
+
+    episode: Episode
+    job: RolloutJob
+    hidden: list[tuple[float, ...]]
+    snapshots: list[Any]
+
+
 @dataclass
 class _Live:
-    """One running episode."""
+    """One running rollout."""
 
+    job: RolloutJob
     env: Env
     observation: Observation
     steps: list[Step]
-    started: float
-    seed: int
+    hidden: list[tuple[float, ...]]
+    snapshots: list[Any]
+    started: float = field(default_factory=time.perf_counter)
     done: bool = False
+
+
+def run_rollouts(
+    jobs: Sequence[RolloutJob],
+    make_env: EnvFactory,
+    policy: Policy,
+    *,
+    policy_version: str,
+    generator: torch.Generator,
+    teacher: Teacher | None = None,
+    reward_config: RewardConfig | None = None,
+    workers: int = 2,
+    budget: Budget | None = None,
+    snapshots: bool = False,
+) -> list[Rollout]:
+    """Run every job to the end and return its verified, rewarded rollout, in job order.
+
+    Args:
+        generator: the sampling generator; with the jobs' seeds it makes the run reproducible.
+        budget: the ledger to add this run's rollouts, branches, steps, forwards and wall time to.
+        snapshots: keep an environment snapshot before every action, so the rollouts can be branched.
+    """
+    budget = budget if budget is not None else Budget()
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        envs = [make_env() for _ in jobs]
+        try:
+            live = list(pool.map(_start, jobs, envs))
+            budget.rollouts += len(jobs)
+            budget.branches += sum(job.fork is not None for job in jobs)
+            while not all(item.done for item in live):
+                running = [item for item in live if not item.done]
+                if snapshots:  # a restored branch already holds the snapshot of its current state
+                    need = [item for item in running if len(item.snapshots) == len(item.steps)]
+                    for item, snap in zip(need, pool.map(lambda item: item.env.snapshot(), need)):
+                        item.snapshots.append(snap)
+                samples = _act(running, policy, generator, budget)
+                list(pool.map(lambda pair: _advance(*pair), zip(running, samples)))
+                budget.env_steps += len(running)
+            verifications = list(pool.map(lambda item: _verify(item.env), live))
+        finally:
+            for env in envs:
+                env.close()
+    budget.wall_s += time.perf_counter() - start
+    out = []
+    for item, verification in zip(live, verifications):
+        episode = finalize(
+            _episode(item, verification, policy_version), item.job.task, teacher, reward_config
+        )
+        out.append(Rollout(episode, item.job, item.hidden, item.snapshots if snapshots else []))
+    return out
 
 
 def run_group(
@@ -64,34 +166,62 @@ def run_group(
         same_seed: every member resets with the same seed (matched comparison runs).
     """
     regime = regime or DecodingRegime()
-    budget = budget if budget is not None else Budget()
-    generator = torch.Generator().manual_seed(seed)
-    start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        seeds = [seed if same_seed else seed + i for i in range(size)]
-        envs = [make_env() for _ in range(size)]
-        try:
-            first = list(pool.map(lambda pair: pair[0].reset(task, seed=pair[1]), zip(envs, seeds)))
-            live = [_Live(env, obs, [], time.perf_counter(), s) for env, obs, s in zip(envs, first, seeds)]
-            budget.rollouts += size
-            while not all(item.done for item in live):
-                running = [item for item in live if not item.done]
-                samples = policy.act([r.observation for r in running], [task.environment] * len(running), regime, generator)
-                budget.policy_forwards += 1
-                budget.candidates_scored += sum(len(r.observation.candidates) for r in running)
-                budget.tokens_generated += sum(len(s.token_ids or ()) for s in samples)
-                list(pool.map(lambda pair: _advance(*pair), zip(running, samples)))
-                budget.env_steps += len(running)
-            verifications = list(pool.map(lambda item: _verify(item.env), live))
-        finally:
-            for env in envs:
-                env.close()
-    budget.wall_s += time.perf_counter() - start
-    episodes = []
-    for item, verification in zip(live, verifications):
-        episode = _episode(task, item, verification, policy_version, regime)
-        episodes.append(finalize(episode, task, teacher, reward_config))
-    return episodes
+    jobs = [RolloutJob(task, seed if same_seed else seed + i, regime) for i in range(size)]
+    rollouts = run_rollouts(
+        jobs,
+        make_env,
+        policy,
+        policy_version=policy_version,
+        generator=torch.Generator().manual_seed(seed),
+        teacher=teacher,
+        reward_config=reward_config,
+        workers=workers,
+        budget=budget,
+    )
+    return [r.episode for r in rollouts]
+
+
+def _start(job: RolloutJob, env: Env) -> _Live:
+    if job.fork is None:
+        return _Live(job, env, env.reset(job.task, seed=job.seed), [], [], [])
+    parent, k = job.fork.parent, job.fork.step
+    if not parent.snapshots or not 0 <= k < len(parent.episode.trajectory):
+        raise AiosRlError(
+            f"cannot branch episode {parent.episode.episode_id} at step {k}: "
+            f"{len(parent.snapshots)} snapshots, {len(parent.episode.trajectory)} steps"
+        )
+    env.restore(parent.snapshots[k])
+    steps = parent.episode.trajectory
+    # The restored state is the parent's before action k, so its observation is the parent's step k one.
+    return _Live(
+        job,
+        env,
+        steps[k].observation,
+        list(steps[:k]),
+        list(parent.hidden[:k]),
+        list(parent.snapshots[: k + 1]),
+    )
+
+
+def _act(
+    running: list[_Live], policy: Policy, generator: torch.Generator, budget: Budget
+) -> list[ActionSample]:
+    """One batched ``act`` per decoding regime (in order of first appearance, so runs are reproducible)."""
+    by_regime: dict[DecodingRegime, list[int]] = {}
+    for i, item in enumerate(running):
+        by_regime.setdefault(item.job.regime, []).append(i)
+    samples: list[ActionSample | None] = [None] * len(running)
+    for regime, index in by_regime.items():
+        members = [running[i] for i in index]
+        out = policy.act(
+            [m.observation for m in members], [m.job.task.environment for m in members], regime, generator
+        )
+        budget.policy_forwards += 1
+        budget.candidates_scored += sum(len(m.observation.candidates) for m in members)
+        budget.tokens_generated += sum(len(s.token_ids or ()) for s in out)
+        for i, sample in zip(index, out):
+            samples[i] = sample
+    return samples  # type: ignore[return-value]
 
 
 def _advance(item: _Live, sample: ActionSample) -> None:
@@ -113,6 +243,7 @@ def _advance(item: _Live, sample: ActionSample) -> None:
             duration_s=time.perf_counter() - t0,
         )
     )
+    item.hidden.append(tuple(sample.hidden))
     item.observation = result.observation
     item.done = result.terminated or result.truncated
 
@@ -125,7 +256,8 @@ def _verify(env: Env) -> Verification:
         return Verification(completed=False, outcome="blocked", evidence={"error": str(exc)})
 
 
-def _episode(task: Task, item: _Live, verification: Verification, version: str, regime: DecodingRegime) -> Episode:
+def _episode(item: _Live, verification: Verification, version: str) -> Episode:
+    task, fork = item.job.task, item.job.fork
     env_reward = sum(s.reward for s in item.steps)
     return Episode(
         environment=task.environment,
@@ -136,15 +268,20 @@ def _episode(task: Task, item: _Live, verification: Verification, version: str, 
         reward=env_reward,
         env_reward=env_reward,
         policy_version=version,
-        decoding_regime=regime,
+        decoding_regime=item.job.regime,
+        branch_of=None
+        if fork is None
+        else BranchRef(episode_id=fork.parent.episode.episode_id, step=fork.step),
         verification=verification,
-        seed=item.seed,
+        seed=item.job.seed,
         finished_at=utc_now(),
         duration_s=time.perf_counter() - item.started,
     )
 
 
-def finalize(episode: Episode, task: Task, teacher: Teacher | None, reward_config: RewardConfig | None) -> Episode:
+def finalize(
+    episode: Episode, task: Task, teacher: Teacher | None, reward_config: RewardConfig | None
+) -> Episode:
     """Attach the teacher's signal (a failing teacher never stops training) and the fused reward."""
     signal: TeacherSignal | None = None
     if teacher is not None:

@@ -1,0 +1,102 @@
+"""Rollout allocators side by side: `aios-rl bench rollouts` on a generated task set, and the targets.
+
+Targets (mean over 3 seeds): RAIL reaches uniform-16's final holdout success with at most 50 % of
+uniform-16's rollouts and ends at least 3 points above it; RAIL's online controller has an MAE at least 30 %
+below the copy frozen at promotion. The measured numbers are printed whatever they are.
+
+Run: ``.venv/bin/python benchmarks/rollouts.py [--count 120] [--out DIR] [bench options...]``. Options other
+than --count/--out/--tasks go to `aios-rl bench rollouts` unchanged (see its --help), e.g.
+``--budget 512 --seeds 3 --tasks-per-round 8``. Defaults: the issue's six methods, budget 512, 3 seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
+
+
+def targets(rows: list[dict]) -> list[str]:
+    by = {r["method"]: r for r in rows}
+    rail = next((r for m, r in by.items() if m.startswith("rail")), None)
+    uniform = by.get("uniform-16")
+    if rail is None or uniform is None:
+        return ["targets need both uniform-16 and rail in --methods"]
+    lines = []
+    match = rail["rollouts_to_match_uniform16"]
+    share = None if match is None else match / uniform["rollouts"]
+    verdict = "met" if share is not None and share <= 0.5 else "NOT met"
+    if uniform["success_mean"] <= uniform["curve"][0][1]:  # uniform-16 never rose above the shared start
+        verdict = "not meaningful: uniform-16 ended where every method started"
+    lines.append(
+        f"RAIL reaches uniform-16's final success ({100 * uniform['success_mean']:.1f} %) after "
+        + (
+            "never"
+            if match is None
+            else f"{match:.0f} rollouts = {100 * share:.0f} % of uniform-16's {uniform['rollouts']:.0f}"
+        )
+        + f"  (target <= 50 %): {verdict}"
+    )
+    diff = 100 * (rail["success_mean"] - uniform["success_mean"])
+    lines.append(
+        f"RAIL final success minus uniform-16's: {diff:+.1f} points  (target >= +3): "
+        f"{'met' if diff >= 3 else 'NOT met'}"
+    )
+    online, frozen = rail["rail"].get("rail/mae_online_paired"), rail["rail"].get("rail/mae_frozen")
+    if online is None or frozen is None or frozen <= 0:
+        lines.append(
+            "controller MAE online vs frozen: not measured (the controller was never promoted to live)"
+            "  (target >= 30 % lower): NOT met"
+        )
+    else:
+        drop = 1 - online / frozen
+        lines.append(
+            f"controller MAE online {online:.4f} vs frozen {frozen:.4f}: {100 * drop:.0f} % lower  "
+            f"(target >= 30 %): {'met' if drop >= 0.3 else 'NOT met'}"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=120, help="tasks to generate (train + holdout)")
+    parser.add_argument(
+        "--tasks",
+        type=Path,
+        default=None,
+        help="task directory, generated with --count tasks when missing (default bench-out/tasks-COUNT)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench-out") / f"rollouts-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    args, bench_args = parser.parse_known_args()
+    tasks = args.tasks or Path("bench-out") / f"tasks-{args.count}"
+    if not tasks.exists():
+        generate_benchmark(tasks, GeneratorConfig(count=args.count, seed=0))
+    command = [
+        sys.executable,
+        "-m",
+        "aios_rl.cli",
+        "bench",
+        "rollouts",
+        "--tasks",
+        str(tasks),
+        "--out",
+        str(args.out),
+        *bench_args,
+    ]
+    print("$ aios-rl " + " ".join(command[3:]), flush=True)
+    started = time.perf_counter()
+    subprocess.run(command, check=True)
+    print(f"\nbenchmark wall time: {(time.perf_counter() - started) / 60:.1f} min")
+    for line in targets(json.loads((args.out / "results.json").read_text())):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

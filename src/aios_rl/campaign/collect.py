@@ -1,0 +1,127 @@
+"""The rollout half of a training epoch: the allocator, its persisted state, RAIL traces and the ledger.
+
+:class:`RolloutCollector` owns the run's allocator (``shell train --allocator NAME``). Each epoch it gives
+the :class:`~aios_rl.rollout.engine.RolloutEngine` a batch budget of the chosen tasks' caps, never more
+than what is left of the run's ``rollout_budget``. RAIL's realized interventions are appended to the
+``rail_traces`` table of ``RUN/control.db`` as they happen. After each epoch's checkpoint, :meth:`save`
+writes the allocator's state (controller, traces window, VIP history, RNG streams) and the cumulative
+ledger to the run store's meta table, so a resumed run continues the same controller. A run killed
+between the checkpoint and :meth:`save` resumes with the previous epoch's allocator state (logged).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from aios_rl.contracts.episode import DecodingRegime, Task
+from aios_rl.contracts.protocols import Teacher
+from aios_rl.control.plane import ControlPlane
+from aios_rl.control.reward import RewardConfig
+from aios_rl.policy.base import Policy
+from aios_rl.rollout.allocators import AllocatorConfig, RailAllocator, RolloutBudget, make_allocator
+from aios_rl.rollout.budget import Budget
+from aios_rl.rollout.engine import BatchResult, GroupOutcome, RolloutEngine
+from aios_rl.rollout.runner import EnvFactory
+from aios_rl.storage.rail_traces import RailTraceStore
+
+log = logging.getLogger(__name__)
+
+ROLLOUT_STATE_KEY = "rollout_state"
+
+
+class RolloutCollector:
+    """One run's allocator and cumulative rollout ledger, restored from the run store when resuming.
+
+    Args:
+        plane: the run's control plane (its store keeps the allocator state; its ``control.db`` the traces).
+        allocator: an allocator name (``uniform-4``, ``rail``, ...).
+        rollout_budget: total rollouts the run may spend, branches included; 0 means no limit.
+    """
+
+    def __init__(
+        self, plane: ControlPlane, allocator: str, config: AllocatorConfig, *, rollout_budget: int = 0
+    ) -> None:
+        self.plane, self.rollout_budget = plane, rollout_budget
+        self.allocator = make_allocator(allocator, config)
+        self.ledger = Budget()
+        self.saved_epoch = 0
+        state: dict[str, Any] | None = plane.store.get_meta(ROLLOUT_STATE_KEY)
+        if state is not None:
+            self.allocator.load_state_dict(state["allocator"])
+            self.ledger = Budget.from_state_dict(state["ledger"])
+            self.saved_epoch = int(state["epoch"])
+
+    @property
+    def remaining(self) -> int | None:
+        """Rollouts the run may still spend (None: unlimited)."""
+        return None if self.rollout_budget == 0 else max(0, self.rollout_budget - self.ledger.rollouts)
+
+    def collect(
+        self,
+        make_env: EnvFactory,
+        policy: Policy,
+        tasks: Sequence[Task],
+        *,
+        epoch: int,
+        seed: int,
+        policy_version: str,
+        regime: DecodingRegime,
+        max_steps: int,
+        workers: int,
+        teacher: Teacher | None,
+        reward_config: RewardConfig,
+        on_group: Callable[[GroupOutcome], None] | None = None,
+    ) -> BatchResult:
+        """Run one epoch's groups; the batch budget is the tasks' caps (or what is left of the run's)."""
+        if epoch != self.saved_epoch + 1:
+            log.warning(
+                "epoch %d starts from the allocator state saved after epoch %d", epoch, self.saved_epoch
+            )
+        caps = sum(self.allocator.group_plan(t.task_id).cap for t in tasks)
+        left = self.remaining
+        budget = RolloutBudget(caps if left is None else min(caps, left))
+        engine = RolloutEngine(
+            make_env,
+            self.allocator,
+            max_steps=max_steps,
+            workers=workers,
+            teacher=teacher,
+            reward_config=reward_config,
+        )
+        store = self._open_traces()
+        try:
+            batch = engine.collect(
+                policy,
+                tasks,
+                budget,
+                seed=seed,
+                policy_version=policy_version,
+                regime=regime,
+                on_group=on_group,
+            )
+        finally:
+            if store is not None:
+                store.close()
+                self.allocator.store = None  # type: ignore[attr-defined]
+        self.ledger.add(batch.ledger)
+        return batch
+
+    def _open_traces(self) -> RailTraceStore | None:
+        if not isinstance(self.allocator, RailAllocator):
+            return None
+        self.allocator.store = RailTraceStore(Path(self.plane.run_dir) / "control.db")
+        return self.allocator.store
+
+    def metrics(self) -> dict[str, float]:
+        """The allocator's metrics and the run's cumulative ledger (``rollout/total_...``)."""
+        totals = {k.replace("rollout/", "rollout/total_"): v for k, v in self.ledger.metrics().items()}
+        return self.allocator.metrics() | totals
+
+    def save(self, epoch: int) -> None:
+        """Persist the allocator and the ledger after ``epoch``'s checkpoint."""
+        state = {"epoch": epoch, "allocator": self.allocator.state_dict(), "ledger": self.ledger.state_dict()}
+        self.plane.store.set_meta(ROLLOUT_STATE_KEY, state)
+        self.saved_epoch = epoch

@@ -1,0 +1,81 @@
+"""Oracle demonstrations for the distillation warm start of shell training.
+
+For each training task with a reference fix, the demonstrations are the states an agent meets on the
+way to the fix, each labelled with the oracle's action:
+
+1. the opening state → the reference fix;
+2. for each of ``recovery`` wrong attempts in a row: after the wrong patch, the state → ``revert``; after
+   the revert, the state (the wrong patches now marked as tried) → the reference fix.
+
+The wrong patch is drawn, seeded, from the patch candidates the student is most likely to try: the ones
+whose edited line is most suspicious (``line_suspicion_rank`` below ``wrong_rank``). Demonstrations are
+the oracle's ground truth, so they are built only when the oracle is the primary teacher; the states
+themselves are ordinary observations (nothing of the reference reaches the student's inputs).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from aios_rl.contracts.episode import Observation, Task
+from aios_rl.contracts.protocols import Env
+from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
+from aios_rl.envs.shell.oracle import reference_action
+
+Demonstration = tuple[Observation, str, list[str], float]
+
+
+def oracle_demonstrations(
+    tasks: Sequence[Task],
+    make_env: Callable[[], Env],
+    *,
+    seed: int,
+    recovery: int = 2,
+    wrong_rank: float = 0.1,
+    progress: Callable[[], None] | None = None,
+) -> list[Demonstration]:
+    """(observation, environment, [reference action], confidence 1) items for ``distill_batch_from``."""
+    rng = random.Random(seed)
+    items: list[Demonstration] = []
+    for task in tasks:
+        reference = reference_action(task)
+        env = make_env()
+        try:
+            opening = env.reset(task, seed=task.seed)
+            if reference is not None:
+                items.append((opening, task.environment, [reference], 1.0))
+                state = opening
+                for _ in range(recovery):
+                    more = _recovery(env, state, task, reference, rng, wrong_rank)
+                    items.extend(more)
+                    if len(more) < 2:
+                        break
+                    state = more[-1][0]
+        finally:
+            env.close()
+        if progress:
+            progress()
+    return items
+
+
+def _recovery(
+    env: Env, state: Observation, task: Task, reference: str, rng: random.Random, wrong_rank: float
+) -> list[Demonstration]:
+    """One wrong attempt from ``state`` (an unmodified working copy): [wrong → revert, reverted → fix]."""
+    features = state.candidate_features or [{}] * len(state.candidates)
+    wrong = [
+        c for c, f in zip(state.candidates, features)
+        if c.startswith("patch") and c != reference and not f.get("already_tried")
+        and f.get("line_suspicion_rank", 1.0) <= wrong_rank
+    ]  # fmt: skip
+    if not wrong:
+        return []
+    result = env.step(rng.choice(wrong))
+    if result.terminated or result.truncated or REVERT_CANDIDATE not in result.observation.candidates:
+        return []  # the "wrong" patch fixed the suite too, or the episode ended: nothing to recover from
+    items = [(result.observation, task.environment, [REVERT_CANDIDATE], 1.0)]
+    reverted = env.step(REVERT_CANDIDATE)
+    if not (reverted.terminated or reverted.truncated):
+        items.append((reverted.observation, task.environment, [reference], 1.0))
+    return items

@@ -1,0 +1,309 @@
+"""`aios-rl bench rollouts`: the same student trained under several rollout allocators at equal budgets.
+
+For each seed, every method starts from the same initial checkpoint (``make_student(seed)`` plus the same
+deterministic distillation warm start) and trains with `shell train`'s loop (:class:`ShellTraining`, with
+``allocator`` set to the method) until it has spent ``budget`` rollouts, branches and resamples included.
+Each round samples ``tasks_per_round`` training tasks and gives the allocator a batch budget of their caps
+(never more than the budget left). Holdout success is evaluated at ``eval_points`` equally spaced
+cumulative-rollout milestones (right after the round that crosses each one; a round that crosses two
+milestones gives both the same value), plus at 0 rollouts, so methods are compared at equal cost.
+
+Summaries per method (means over seeds): final holdout success (mean ± std), rollouts and environment
+steps spent, rollouts needed to reach uniform-16's final mean success (the first milestone whose mean
+success reaches it; 0 when the start already does), the share of groups whose final rewards had zero
+variance, training wall time (evaluation excluded), and for RAIL the controller diagnostics: promotion,
+MAE and sign agreement of the online controller against the copy frozen at promotion (on the same live
+traces), and the share of live decisions per arm.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from aios_rl.campaign.evaluate import GREEDY, evaluate
+from aios_rl.campaign.metrics import read_metrics
+from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.episode import DecodingRegime, Task
+from aios_rl.contracts.errors import ConfigError
+from aios_rl.envs.shell.task import load_tasks
+from aios_rl.rollout.allocators import parse_allocator_name
+
+REFERENCE = "uniform-16"
+DEFAULT_METHODS = ("uniform-8", "uniform-16", "dapo-16", "arpo-16", "vip-16", "rail")
+RAIL_KEYS = (
+    "rail/traces",
+    "rail/live",
+    "rail/promoted_at",
+    "rail/mae_online_paired",
+    "rail/mae_frozen",
+    "rail/sign_agreement",
+    "rail/sign_agreement_frozen",
+    "rail/live_decisions",
+)
+
+Log = Callable[[str], None]
+
+
+class BenchConfig(ConfigModel):
+    """What `aios-rl bench rollouts` runs; ``train`` holds every other `shell train` setting."""
+
+    methods: tuple[str, ...] = Field(default=DEFAULT_METHODS, description="Allocator names, side by side.")
+    budget: int = Field(default=512, ge=1, description="Rollouts each method may spend per seed (all kinds).")
+    seeds: int = Field(default=3, ge=1, description="Seeds 0..S-1, each a fresh student for every method.")
+    tasks_per_round: int = Field(default=8, ge=1, description="Training tasks per round (one update each).")
+    eval_points: int = Field(default=4, ge=1, description="Holdout evaluations at budget·i/P, i = 1..P.")
+    eval_tasks: int = Field(default=0, ge=0, description="Holdout tasks evaluated (0: all).")
+    eval_samples: int = Field(
+        default=1, ge=1, description="Episodes per holdout task (1: greedy; >1: sampled)."
+    )
+    train: ShellTrainConfig = Field(default_factory=ShellTrainConfig, description="Base training settings.")
+
+    @field_validator("methods")
+    @classmethod
+    def _known(cls, methods: tuple[str, ...]) -> tuple[str, ...]:
+        if not methods or len(set(methods)) != len(methods):
+            raise ConfigError(f"--methods needs distinct allocator names, got {list(methods)}")
+        for name in methods:
+            parse_allocator_name(name)
+        return methods
+
+
+@dataclass
+class SeedRun:
+    """One method trained under one seed: success at 0 rollouts and at each milestone."""
+
+    method: str
+    seed: int
+    curve: list[tuple[int, float]]  # (rollouts spent when evaluated, holdout success); index 0 is the start
+    rollouts: int
+    env_steps: int
+    groups: int
+    zero_variance_groups: int
+    wall_s: float
+    diagnostics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class MethodSummary:
+    """Means over seeds for one method (the JSON the command prints, one object per method)."""
+
+    method: str
+    success_mean: float
+    success_std: float
+    rollouts: float
+    env_steps: float
+    rollouts_to_match_uniform16: float | None
+    zero_variance_share: float
+    wall_s: float
+    curve: list[tuple[float, float, float]]  # (mean rollouts, mean success, std success) per milestone
+    rail: dict[str, float]
+    seeds: list[SeedRun]
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_bench(
+    tasks_dir: Path, out: Path, config: BenchConfig, log: Log = lambda _: None
+) -> list[MethodSummary]:
+    """Train every method under every seed in ``out/seed-S/METHOD`` and summarise; writes out/results.json."""
+    holdout = load_tasks(tasks_dir, split="holdout")
+    if not holdout:
+        raise ConfigError(f"{tasks_dir} has no holdout tasks to evaluate on")
+    holdout = holdout[: config.eval_tasks or None]
+    runs: dict[str, list[SeedRun]] = {m: [] for m in config.methods}
+    for seed in range(config.seeds):
+        start: float | None = None  # the same initial checkpoint for every method: evaluated once per seed
+        for method in config.methods:
+            run = _train_one(
+                tasks_dir, out / f"seed-{seed}" / method, method, seed, config, holdout, start, log
+            )
+            start = run.curve[0][1]
+            runs[method].append(run)
+    summaries = summarize(runs)
+    (out / "results.json").write_text(json.dumps([s.as_json() for s in summaries], indent=2))
+    return summaries
+
+
+def _train_one(
+    tasks_dir: Path,
+    run_dir: Path,
+    method: str,
+    seed: int,
+    config: BenchConfig,
+    holdout: list[Task],
+    start: float | None,
+    log: Log,
+) -> SeedRun:
+    if run_dir.exists():
+        raise ConfigError(f"{run_dir} exists; give `bench rollouts` a new --out")
+    train = config.train.model_copy(
+        update={
+            "allocator": method,
+            "seed": seed,
+            "tasks_per_epoch": config.tasks_per_round,
+            "rollout_budget": config.budget,
+        }
+    )
+    training = ShellTraining(run_dir, tasks_dir, ShellTrainConfig.model_validate(train.model_dump()))
+    try:
+        training.warm_start()
+        curve = [(0, _holdout(training, holdout, config, seed) if start is None else start)]
+        milestones = [
+            math.ceil(config.budget * i / config.eval_points) for i in range(1, config.eval_points + 1)
+        ]
+        wall, epoch = 0.0, 0
+        while len(curve) <= len(milestones):
+            before = _spent(training)
+            t0 = time.perf_counter()
+            epoch += 1
+            training.run_epoch(epoch)
+            wall += time.perf_counter() - t0
+            spent = _spent(training)
+            stuck = spent == before or spent >= config.budget  # nothing more can be spent
+            crossed = sum(spent >= m for m in milestones) - (len(curve) - 1)
+            if crossed > 0 or stuck:
+                success = _holdout(training, holdout, config, seed)
+                curve += [(spent, success)] * max(crossed, len(milestones) + 1 - len(curve) if stuck else 0)
+                log(f"seed {seed} {method}: {spent} rollouts, holdout success {success:.3f}")
+        records = [r for r in read_metrics(training.metrics_path) if r.get("phase") in ("rl", "distill")]
+        return SeedRun(
+            method,
+            seed,
+            curve,
+            spent,
+            training.collector.ledger.env_steps,
+            sum(int(r.get("rollout/groups", 0)) for r in records),
+            sum(int(r.get("rollout/zero_variance_groups", 0)) for r in records),
+            wall,
+            training.collector.allocator.metrics(),
+        )
+    finally:
+        training.close()
+
+
+def _spent(training: ShellTraining) -> int:
+    collector = getattr(training, "collector", None)
+    return 0 if collector is None else collector.ledger.rollouts
+
+
+def _holdout(training: ShellTraining, holdout: list[Task], config: BenchConfig, seed: int) -> float:
+    regime = GREEDY if config.eval_samples == 1 else DecodingRegime(name="sample")
+    result = evaluate(
+        training.policy,
+        holdout,
+        training.make_env,
+        samples=config.eval_samples,
+        seed=10_000 + seed,
+        regime=regime,
+        workers=training.config.workers,
+    )
+    return result.success_rate
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def summarize(runs: dict[str, list[SeedRun]]) -> list[MethodSummary]:
+    """Per-method means over seeds, milestone by milestone, and rollouts to reach uniform-16's final mean."""
+    curves: dict[str, list[tuple[float, float, float]]] = {}
+    for method, seeds in runs.items():
+        points = zip(*(r.curve for r in seeds))  # the same milestone across seeds
+        curves[method] = [(statistics.fmean(x for x, _ in p), *_mean_std([s for _, s in p])) for p in points]
+    target = curves[REFERENCE][-1][1] if REFERENCE in curves else None
+    out = []
+    for method, seeds in runs.items():
+        final, std = _mean_std([r.curve[-1][1] for r in seeds])
+        match = None
+        if target is not None:
+            match = next((x for x, s, _ in curves[method] if s >= target - 1e-12), None)
+        groups = sum(r.groups for r in seeds)
+        rail = {
+            k: statistics.fmean(r.diagnostics[k] for r in seeds if k in r.diagnostics)
+            for k in sorted({k for r in seeds for k in r.diagnostics})
+            if k in RAIL_KEYS or k.startswith("rail/live_arm_share/")
+        }
+        out.append(
+            MethodSummary(
+                method,
+                final,
+                std,
+                statistics.fmean(r.rollouts for r in seeds),
+                statistics.fmean(r.env_steps for r in seeds),
+                match,
+                sum(r.zero_variance_groups for r in seeds) / groups if groups else 0.0,
+                statistics.fmean(r.wall_s for r in seeds),
+                curves[method],
+                rail,
+                seeds,
+            )
+        )
+    return out
+
+
+def format_table(summaries: list[MethodSummary], config: BenchConfig) -> list[str]:
+    """The side-by-side table (and RAIL's diagnostics) as lines of text."""
+    n = config.seeds
+    lines = [
+        f"rollout allocation benchmark: budget {config.budget} rollouts per seed, {n} seed(s), "
+        f"{config.tasks_per_round} tasks per round, holdout success at {config.eval_points} milestones",
+        f"{'method':<12} {'holdout success':>17} {'rollouts':>9} {'env steps':>10} "
+        f"{'to match ' + REFERENCE:>20} {'zero-var groups':>16} {'wall s':>8}",
+    ]
+    for s in summaries:
+        match = (
+            "-"
+            if s.rollouts_to_match_uniform16 is None and REFERENCE not in config.methods
+            else (
+                "not reached"
+                if s.rollouts_to_match_uniform16 is None
+                else f"{s.rollouts_to_match_uniform16:.0f}"
+            )
+        )
+        lines.append(
+            f"{s.method:<12} {100 * s.success_mean:8.1f} ± {100 * s.success_std:5.1f} % {s.rollouts:9.0f} "
+            f"{s.env_steps:10.0f} {match:>20} {100 * s.zero_variance_share:15.1f}% {s.wall_s:8.0f}"
+        )
+    for s in summaries:
+        if not s.rail:
+            continue
+        r = s.rail
+        lines.append(f"RAIL diagnostics ({s.method}, mean over seeds):")
+        lines.append(
+            f"  traces {r.get('rail/traces', 0):.0f}; live in {r.get('rail/live', 0):.0%} of seeds"
+            + (f", promoted after {r['rail/promoted_at']:.0f} traces" if "rail/promoted_at" in r else "")
+        )
+        if "rail/mae_frozen" in r:
+            online, frozen = r["rail/mae_online_paired"], r["rail/mae_frozen"]
+            gain = f" ({100 * (1 - online / frozen):.0f} % lower)" if frozen > 0 else ""
+            lines.append(f"  MAE online {online:.4f} vs frozen-at-promotion {frozen:.4f}{gain}")
+            lines.append(
+                f"  sign agreement online {r.get('rail/sign_agreement', float('nan')):.3f} vs frozen "
+                f"{r.get('rail/sign_agreement_frozen', float('nan')):.3f}"
+            )
+        else:
+            lines.append(
+                "  never promoted to live: no frozen copy to compare against"
+                + (
+                    f"; shadow sign agreement {r['rail/sign_agreement']:.3f}"
+                    if "rail/sign_agreement" in r
+                    else ""
+                )
+            )
+        shares = {
+            k.rsplit("/", 1)[1]: v for k, v in r.items() if k.startswith("rail/live_arm_share/") and v > 0
+        }
+        if shares:
+            lines.append("  live decisions per arm: " + ", ".join(f"{a} {v:.0%}" for a, v in shares.items()))
+    return lines

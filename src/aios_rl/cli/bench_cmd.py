@@ -1,0 +1,100 @@
+"""`aios-rl bench rollouts`: rollout allocators side by side at equal rollout budgets."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="Benchmarks that train and compare methods side by side.", no_args_is_help=True)
+
+
+@app.command("rollouts")
+def rollouts(
+    tasks: Path = typer.Option(..., "--tasks", help="Task directory with train and holdout tasks."),
+    methods: str | None = typer.Option(
+        None,
+        "--methods",
+        help="Comma-separated allocators (default: uniform-8,uniform-16,dapo-16,arpo-16,vip-16,rail).",
+    ),
+    budget: int | None = typer.Option(
+        None, "--budget", help="Rollouts each method may spend per seed (default 512)."
+    ),
+    seeds: int | None = typer.Option(None, "--seeds", help="Seeds per method (default 3)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="New output directory (default runs/bench-rollouts-TIME)."
+    ),
+    tasks_per_round: int | None = typer.Option(
+        None, "--tasks-per-round", help="Training tasks per round (default 8)."
+    ),
+    eval_points: int | None = typer.Option(
+        None, "--eval-points", help="Holdout evaluations per run (default 4)."
+    ),
+    eval_tasks: int | None = typer.Option(
+        None, "--eval-tasks", help="Holdout tasks evaluated (default: all)."
+    ),
+    eval_samples: int | None = typer.Option(
+        None, "--eval-samples", help="Episodes per holdout task (1: greedy)."
+    ),
+    max_steps: int | None = typer.Option(
+        None, "--max-steps", help="Environment steps per episode (default 12)."
+    ),
+    warm_start_epochs: int | None = typer.Option(
+        None, "--warm-start-epochs", help="Distillation passes before RL (default 3; 0: none)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", help="YAML with BenchConfig fields; `train:` takes any `shell train` setting."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object per method instead of the table."
+    ),
+) -> None:
+    """Train the same student under each allocator from the same checkpoint and seeds; compare holdout success
+    at equal cumulative rollout budgets. Writes OUT/results.json and OUT/rollouts.png."""
+    from aios_rl.campaign.rollout_bench import BenchConfig, format_table, run_bench
+    from aios_rl.contracts.config import load_config
+    from aios_rl.contracts.errors import ConfigError
+    from aios_rl.report.plots import plot_rollout_curves
+
+    overrides = {
+        "methods": None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
+        "budget": budget,
+        "seeds": seeds,
+        "tasks_per_round": tasks_per_round,
+        "eval_points": eval_points,
+        "eval_tasks": eval_tasks,
+        "eval_samples": eval_samples,
+        "train.env.max_steps": max_steps,
+        "train.warm_start_epochs": warm_start_epochs,
+    }
+    cfg = load_config(BenchConfig, config, overrides)
+    out = out or Path("runs") / f"bench-rollouts-{time.strftime('%Y%m%d-%H%M%S')}"
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--out {out} is not empty; choose a new directory")
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = run_bench(tasks, out, cfg, log=lambda line: typer.echo(line, err=True))
+    png = plot_rollout_curves(
+        summaries,
+        out / "rollouts.png",
+        title=f"holdout success vs rollouts ({cfg.seeds} seed(s), budget {cfg.budget})",
+    )
+    if as_json:
+        keep = (
+            "method",
+            "success_mean",
+            "success_std",
+            "rollouts",
+            "env_steps",
+            "rollouts_to_match_uniform16",
+            "zero_variance_share",
+            "wall_s",
+            "curve",
+            "rail",
+        )
+        typer.echo(json.dumps([{k: s.as_json()[k] for k in keep} for s in summaries], indent=2))
+        return
+    for line in format_table(summaries, cfg):
+        typer.echo(line)
+    typer.echo(f"\nplot: {png}\nresults: {out / 'results.json'}")

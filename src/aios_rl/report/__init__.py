@@ -1,0 +1,1 @@
+"""Reports: plots and tables built from what runs and benchmarks measured."""

@@ -1,0 +1,260 @@
+"""The rollout engine on a deterministic toy environment: ledger, budgets, branches, gains, groups."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from aios_rl.contracts.episode import DecodingRegime, Observation, StepResult, Task, Verification
+from aios_rl.policy.base import ActionSample
+from aios_rl.rollout.allocators import AllocatorConfig, RolloutBudget, make_allocator
+from aios_rl.rollout.budget import Budget
+from aios_rl.rollout.engine import RolloutEngine
+from aios_rl.rollout.rail import RailConfig
+from aios_rl.rollout.rail_features import CONTEXT_DIM, reward_variance
+from aios_rl.rollout.runner import run_group
+
+LENGTH = 4
+MOVES = ["good", "bad", "idle"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+class Counts:
+    """What really happened, counted by the toy environment and policy themselves."""
+
+    def __init__(self) -> None:
+        self.resets = self.restores = self.steps = self.acts = self.scored = 0
+
+
+class ToyEnv:
+    """Four moves; success when at least ``need`` are "good". The observation spells the whole history,
+    so a wrongly restored state shows in every later observation."""
+
+    env_id, version = "toy/v1", "1"
+
+    def __init__(self, counts: Counts) -> None:
+        self.counts, self.history, self.need = counts, (), 3
+
+    def _obs(self) -> Observation:
+        return Observation(
+            text="history: " + ",".join(self.history),
+            candidates=MOVES,
+            features={"step": float(len(self.history))},
+        )
+
+    def reset(self, task: Task, *, seed: int) -> Observation:
+        self.counts.resets += 1
+        self.history, self.need = (), task.spec["need"]
+        return self._obs()
+
+    def step(self, action: str) -> StepResult:
+        assert len(self.history) < LENGTH, "stepped an ended episode"
+        self.counts.steps += 1
+        self.history += (action,)
+        return StepResult(observation=self._obs(), truncated=len(self.history) >= LENGTH)
+
+    def snapshot(self) -> tuple:
+        return (self.history, self.need)
+
+    def restore(self, state: tuple) -> None:
+        self.counts.restores += 1
+        self.history, self.need = state
+
+    def verify(self) -> Verification:
+        won = sum(a == "good" for a in self.history) >= self.need
+        return Verification(completed=True, outcome="success" if won else "failure")
+
+    def close(self) -> None:
+        pass
+
+
+class ToyPolicy:
+    """Uniform over the moves (argmax of a fixed order when greedy); entropy and hidden state vary by step."""
+
+    hidden_size = 3
+
+    def __init__(self, counts: Counts) -> None:
+        self.counts = counts
+
+    def act(self, observations, environments, regime, generator=None):
+        self.counts.acts += 1
+        self.counts.scored += sum(len(o.candidates) for o in observations)
+        out = []
+        for obs in observations:
+            step = int(obs.features["step"])
+            j = 0 if regime.temperature < 0.01 else int(torch.randint(3, (1,), generator=generator))
+            entropy = math.log(3) * (0.2 + 0.8 * ((step * 7 + len(obs.text)) % 5) / 4)
+            out.append(ActionSample(MOVES[j], j, -math.log(3), entropy, 0.0, hidden=(step, 1.0, -1.0)))
+        return out
+
+
+def tasks(k: int, need: int | None = None) -> list[Task]:
+    """Toy tasks; by default every third one is easy (one good move wins), the rest hard (three)."""
+    return [
+        Task(
+            task_id=f"t{i}",
+            environment="toy",
+            family="toy",
+            split="train",
+            prompt="p",
+            spec={"need": need if need is not None else (3 if i % 3 else 1)},
+        )
+        for i in range(k)
+    ]
+
+
+def engine_for(name: str, counts: Counts, refit_every: int = 4, **cfg) -> RolloutEngine:
+    rail = RailConfig(
+        entropy_warmup=2, refit_every=refit_every, min_fit_traces=4, heuristic_quantile=0.5, seed=1
+    )
+    config = AllocatorConfig(seed=1, rail_base_group=2, rail=rail, **cfg)
+    return RolloutEngine(lambda: ToyEnv(counts), make_allocator(name, config), max_steps=LENGTH, workers=2)
+
+
+def live_engine(counts: Counts, name: str = "rail-8") -> RolloutEngine:
+    """A live controller predicting a gain of 1 for every arm, never refit: only the budget stops it."""
+    engine = engine_for(name, counts, refit_every=10_000)
+    ctl = engine.allocator.controller
+    ctl.mode = "live"
+    theta = np.zeros((1 + len(ctl.model.arms)) * (CONTEXT_DIM + 1))
+    theta[CONTEXT_DIM] = 1.0
+    ctl.model.load_state_dict({"theta": theta.tolist()})
+    return engine
+
+
+METHODS = ["uniform-4", "dapo-4", "arpo-8", "tree-6", "vip-4", "rail-8", "rail-live-8"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("total", [5, 40])
+def test_ledger_sums_to_what_was_run_and_budgets_hold(method: str, total: int) -> None:
+    counts = Counts()
+    engine = live_engine(counts) if "live" in method else engine_for(method, counts)
+    ledger, budgets, groups = Budget(), [], []
+    for seed in range(3 if "rail" in method else 1):  # later batches see the controller's traces
+        budgets.append(RolloutBudget(total))
+        batch = engine.collect(
+            ToyPolicy(counts), tasks(4), budgets[-1], seed=seed, policy_version="v0", ledger=ledger
+        )
+        groups += batch.groups
+    run = [e for g in groups for e in (*g.discarded, *g.episodes)]
+    own_steps = sum(len(e.trajectory) - (e.branch_of.step if e.branch_of else 0) for e in run)
+    assert ledger.rollouts == len(run) == counts.resets + counts.restores == sum(b.spent for b in budgets)
+    assert all(b.spent <= total for b in budgets)
+    assert ledger.branches == sum(e.branch_of is not None for e in run) == counts.restores
+    assert ledger.env_steps == own_steps == counts.steps
+    assert (ledger.policy_forwards, ledger.candidates_scored) == (counts.acts, counts.scored)
+    assert ledger.discarded == sum(len(g.discarded) + (0 if g.keep else len(g.episodes)) for g in groups)
+    assert ledger.wall_s > 0
+    cap = engine.allocator.group_plan("t").cap
+    assert all(len(g.episodes) + len(g.discarded) <= cap for g in groups)
+    if "live" in method and total == 40:
+        assert [len(g.episodes) for g in groups[:4]] == [8, 8, 8, 8]  # branched until each group's cap
+
+
+def test_branches_share_the_parents_prefix_and_continue_from_the_restored_state() -> None:
+    counts = Counts()
+    engine = live_engine(counts)
+    batch = engine.collect(ToyPolicy(counts), tasks(3), RolloutBudget(24), seed=0, policy_version="v0")
+    episodes = batch.all_episodes()
+    by_id = {e.episode_id: e for e in episodes}
+    branched = [e for e in episodes if e.branch_of is not None]
+    assert branched and all(1 <= e.branch_of.step < LENGTH for e in branched)
+    for e in branched:
+        parent, k = by_id[e.branch_of.episode_id], e.branch_of.step
+        assert [s.observation for s in e.trajectory[: k + 1]] == [
+            s.observation for s in parent.trajectory[: k + 1]
+        ]
+        assert [s.action for s in e.trajectory[:k]] == [s.action for s in parent.trajectory[:k]]
+        actions = [s.action for s in e.trajectory]
+        for t in range(k + 1, len(e.trajectory)):  # the env's own observations after the restore
+            assert e.trajectory[t].observation.text == "history: " + ",".join(actions[:t])
+        assert e.task_id == parent.task_id and e.decoding_regime.name in {"default", "hot", "cool"}
+
+
+def test_a_greedy_branch_replays_its_parent_exactly() -> None:
+    greedy = DecodingRegime(name="greedy", temperature=1e-3)
+    counts = Counts()
+    engine = engine_for("tree-3", counts)  # one chain, two expansions under the group's regime
+    batch = engine.collect(
+        ToyPolicy(counts), tasks(1), RolloutBudget(3), seed=0, policy_version="v0", regime=greedy
+    )
+    (group,) = batch.groups
+    first, *forks = group.episodes
+    assert len(forks) == 2 and all(f.branch_of.episode_id == first.episode_id for f in forks)
+    for fork in forks:
+        assert [s.observation for s in fork.trajectory] == [s.observation for s in first.trajectory]
+        assert fork.outcome == first.outcome
+
+
+def test_realized_gains_are_the_variance_change_the_branches_made() -> None:
+    counts = Counts()
+    engine = live_engine(counts)
+    batch = engine.collect(ToyPolicy(counts), tasks(3), RolloutBudget(24), seed=5, policy_version="v0")
+    traced = [s.y for s in engine.allocator.controller._buffer]
+    # Groups decide concurrently (one plan each per round), so the controller sees their gains interleaved.
+    assert sorted(traced) == sorted(y for g in batch.groups for y in g.gains) and len(traced) >= 3
+    for group in batch.groups:
+        # A plan's branches arrive together (same fork point) right after the members it saw.
+        rewards, forks = [e.reward for e in group.episodes], [e.branch_of for e in group.episodes]
+        cuts = [2] + [i for i in range(3, len(forks)) if forks[i] != forks[i - 1]] + [len(forks)]
+        expected = [
+            reward_variance(rewards[:b]) - reward_variance(rewards[:a]) for a, b in zip(cuts, cuts[1:])
+        ]
+        assert group.gains == pytest.approx(expected)
+
+
+def test_groups_train_together_and_dapo_replaces_zero_variance_groups() -> None:
+    counts = Counts()
+    engine = engine_for("dapo-3", counts, dapo_max_resamples=2)
+    everyone_wins = tasks(2, need=0)
+    batch = engine.collect(ToyPolicy(counts), everyone_wins, RolloutBudget(100), seed=0, policy_version="v0")
+    assert [len(g.discarded) for g in batch.groups] == [6, 6] and not any(g.keep for g in batch.groups)
+    assert batch.zero_variance_share == 1.0 and batch.training_batch() == ([], [])
+    assert batch.ledger.rollouts == 18 and batch.ledger.discarded == 18
+    counts = Counts()
+    mixed = engine_for("arpo-6", counts).collect(
+        ToyPolicy(counts), tasks(3), RolloutBudget(100), seed=2, policy_version="v0"
+    )
+    episodes, index = mixed.training_batch()
+    assert Counter(index) == Counter({0: 6, 1: 6, 2: 6})  # ARPO tops every group up to N
+    assert [e.task_id for e in episodes] == [f"t{i}" for i in index]
+
+
+def test_run_group_counts_one_batched_forward_per_step() -> None:
+    ledger, counts = Budget(), Counts()
+    direct = run_group(
+        lambda: ToyEnv(counts),
+        tasks(1)[0],
+        ToyPolicy(counts),
+        size=3,
+        seed=9,
+        policy_version="v0",
+        budget=ledger,
+    )
+    assert len(direct) == 3 and all(e.branch_of is None for e in direct)
+    assert (ledger.rollouts, ledger.branches, ledger.env_steps) == (3, 0, 3 * LENGTH) and counts.resets == 3
+    assert ledger.policy_forwards == counts.acts == LENGTH
+    assert [e.seed for e in direct] == [9, 10, 11]
+
+
+def test_live_decisions_are_counted_per_arm() -> None:
+    counts = Counts()
+    engine = live_engine(counts)
+    engine.collect(ToyPolicy(counts), tasks(3), RolloutBudget(24), seed=1, policy_version="v0")
+    d = engine.allocator.metrics()
+    shares = {k.rsplit("/", 1)[1]: v for k, v in d.items() if k.startswith("rail/live_arm_share/")}
+    assert d["rail/live_decisions"] == d["rail/decisions"] > 0 and sum(shares.values()) == pytest.approx(1)
+    plans = round(d["rail/live_decisions"] * (1 - shares["none"]))
+    assert plans == engine.allocator.controller.n_traces > 0  # every live branching decision was realized
