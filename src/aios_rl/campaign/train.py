@@ -83,7 +83,7 @@ class ShellTrainConfig(ConfigModel):
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Teacher-disagreement alarm.")
     rl: bool = Field(default=True, description="False: distillation only (no RL updates), for ablations.")
     warm_start_epochs: int = Field(
-        default=3, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only)."
+        default=20, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only)."
     )
     student: StudentConfig = Field(default_factory=StudentConfig, description="Which student and its settings.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Update hyperparameters.")

@@ -98,8 +98,9 @@ def test_revert_restores_the_reset_state_without_rerunning(tmp_path: Path, sandb
         assert "restored to its state at reset" in reverted.observation.text
         assert "[at reset; restored at step 2]" in reverted.observation.text
         assert reverted.info["tests_failed"] == 2  # the results at reset
-        feats = dict(zip(reverted.observation.candidates, reverted.observation.candidate_features))
-        assert feats[wrong]["already_tried"] == 1.0 and feats[wrong]["modified"] == 0.0
+        # The wrong patch was applied to this very working copy before: it is not offered again.
+        assert wrong not in reverted.observation.candidates
+        assert all(f["modified"] == 0.0 for f in reverted.observation.candidate_features)
         fixed = env.step("patch\n" + unified_diff(CALC, FIXED, "calc.py"))
         assert fixed.terminated and env.verify().outcome == "success"
     finally:

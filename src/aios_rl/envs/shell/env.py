@@ -5,6 +5,7 @@ An episode works on a fresh copy of ``spec["task_dir"]/repo`` (the task director
 :meth:`~ShellBugfixEnv.step` takes one action (:mod:`~aios_rl.envs.shell.actions`): ``read`` a file
 (host-side, a pure read with path checks), ``run`` an allowed command in the sandbox, ``patch`` files
 (the tests are then re-run automatically), ``revert`` the working copy to its state at reset, or ``stop``.
+A patch candidate already applied to the very same working copy (e.g. before a revert) is not offered again.
 At reset a pytest suite is also run once under a line tracer (:mod:`~aios_rl.envs.shell.spectrum`), whose
 per-line failing/passing counts give the patch candidates a line-level suspicion feature. Step rewards are 0: the control plane fuses the
 terminal reward from :meth:`~ShellBugfixEnv.verify` later (ARCHITECTURE §5); ``config.step_penalty`` is
@@ -155,6 +156,8 @@ class EpisodeState:
     progress_key: str = ""
     no_progress_steps: int = 0
     last_patch_failed: bool = False
+    files_digest: str = ""
+    patched: frozenset[tuple[str, str]] = frozenset()
     terminated: bool = False
     truncated: bool = False
     elapsed_s: float = 0.0
@@ -235,7 +238,7 @@ class ShellBugfixEnv:
         state = EpisodeState(
             spec=spec, baseline=baseline, targets=tuple(targets), initial=initial, spectrum=spectrum, latest=baseline,
             last_output=_tail(output, self.config.output_cap_chars),
-            progress_key=_progress_key(initial, baseline),
+            progress_key=_progress_key(initial, baseline), files_digest=_digest(initial),
         )
         self._state = replace(state, observation=self._observe(state, initial))
         self._clock = time.monotonic()
@@ -280,6 +283,8 @@ class ShellBugfixEnv:
             files_read=state.files_read | set(effect.info.get("files_read", ())),
             progress_key=key, no_progress_steps=state.no_progress_steps + (key == state.progress_key),
             last_patch_failed=bool(effect.info.get("patch_applied")) and not passed,
+            files_digest=_digest(files),
+            patched=state.patched | {(state.files_digest, action)} if effect.info.get("patch_applied") else state.patched,
             terminated=terminated, truncated=truncated, elapsed_s=elapsed,
         )
         self._state = replace(state, observation=self._observe(state, files))
@@ -461,7 +466,10 @@ class ShellBugfixEnv:
         history = History(step=state.step, max_steps=self.config.max_steps, files_read=state.files_read,
                           tried=state.tried, modified=files != state.initial,
                           last_patch_failed=state.last_patch_failed)
-        texts, features = assemble(self._pools[key], sources, state.latest, state.spec.test_command, history,
+        # A patch already applied to this very working copy is not offered again: its test result is known.
+        done = {text for digest, text in state.patched if digest == state.files_digest}
+        pool = [c for c in self._pools[key] if c.text not in done] if done else self._pools[key]
+        texts, features = assemble(pool, sources, state.latest, state.spec.test_command, history,
                                    self.config.max_candidates, state.spectrum)
         return Observation(text=self._render(state), candidates=texts, candidate_features=features,
                            features=_observation_features(state, self.config.max_steps))
@@ -555,6 +563,10 @@ def _scrub(message: str, repo: Path) -> str:
     for root in {str(repo.resolve()), str(repo)}:
         message = message.replace(root + os.sep, "").replace(root, ".")
     return message
+
+
+def _digest(files: FileTree) -> str:
+    return hashlib.sha256(repr(files).encode()).hexdigest()
 
 
 def _progress_key(files: FileTree, run: SuiteRun | None) -> str:
