@@ -16,7 +16,8 @@ from aios_rl.contracts.episode import Episode, Observation, Step
 from aios_rl.contracts.errors import TrainingError
 from aios_rl.policy.compact import CompactStudent, CompactStudentConfig
 
-SMALL = CompactStudentConfig(buckets=2**12, embed_dim=16, hidden_size=16, mlp_size=32)
+# The toy candidates differ only in their text, so these students score text (the default scores features).
+SMALL = CompactStudentConfig(buckets=2**12, embed_dim=16, hidden_size=16, mlp_size=32, text_scorer=True)
 
 
 @pytest.fixture(autouse=True)

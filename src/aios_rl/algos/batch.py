@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
-from aios_rl.contracts.episode import Episode, Observation
+from aios_rl.contracts.episode import Episode, Observation, Step
 from aios_rl.contracts.errors import TrainingError
+from aios_rl.policy.base import Evaluation, Policy
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class StepBatch:
     rewards: torch.Tensor  # (N,) step reward; the episode's fused reward is added on its last step
     dones: torch.Tensor  # (N,) bool: last step of its episode
     behavior_logprobs: torch.Tensor  # (N,) logprob recorded when the step was sampled
+    token_ids: tuple[tuple[int, ...] | None, ...]  # (N,) LM students: the answer tokens sampled, else None
+    loss_masks: tuple[tuple[int, ...] | None, ...]  # (N,) LM students: 1 on the tokens that train, else None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -36,6 +39,8 @@ class StepBatch:
             rewards=self.rewards[index],
             dones=self.dones[index],
             behavior_logprobs=self.behavior_logprobs[index],
+            token_ids=tuple(self.token_ids[i] for i in idx),
+            loss_masks=tuple(self.loss_masks[i] for i in idx),
         )
 
 
@@ -44,15 +49,24 @@ def trainable(step_observation: Observation, action: str) -> bool:
     return not step_observation.candidates or action in step_observation.candidates
 
 
+def _trains(step: Step) -> bool:
+    # An LM that wrote its answer token by token trains on those tokens whatever they say: an invalid
+    # answer is exactly what the update should make less likely. A candidate scorer cannot re-score one.
+    return step.token_ids is not None or trainable(step.observation, step.action)
+
+
 def flatten_episodes(episodes: Sequence[Episode]) -> StepBatch:
-    """Flatten episodes into steps; steps whose action was not admissible (invalid actions) are dropped.
+    """Flatten episodes into steps; steps whose action was not admissible (invalid actions) are dropped,
+    unless the step recorded the tokens an LM generated (those are trained, invalid or not).
 
     Raises:
         TrainingError: when no episode has a trainable step.
     """
     obs, envs, actions, ep_idx, rewards, dones, behavior = [], [], [], [], [], [], []
+    token_ids: list[tuple[int, ...] | None] = []
+    loss_masks: list[tuple[int, ...] | None] = []
     for e, episode in enumerate(episodes):
-        steps = [s for s in episode.trajectory if trainable(s.observation, s.action)]
+        steps = [s for s in episode.trajectory if _trains(s)]
         for k, step in enumerate(steps):
             last = k == len(steps) - 1
             obs.append(step.observation)
@@ -62,6 +76,8 @@ def flatten_episodes(episodes: Sequence[Episode]) -> StepBatch:
             rewards.append(step.reward + (episode.reward if last else 0.0))
             dones.append(last)
             behavior.append(step.logprob)
+            token_ids.append(None if step.token_ids is None else tuple(step.token_ids))
+            loss_masks.append(None if step.loss_mask is None else tuple(step.loss_mask))
     if not actions:
         raise TrainingError(f"none of the {len(episodes)} episodes has a trainable step")
     return StepBatch(
@@ -72,6 +88,24 @@ def flatten_episodes(episodes: Sequence[Episode]) -> StepBatch:
         rewards=torch.tensor(rewards, dtype=torch.float32),
         dones=torch.tensor(dones, dtype=torch.bool),
         behavior_logprobs=torch.tensor(behavior, dtype=torch.float32),
+        token_ids=tuple(token_ids),
+        loss_masks=tuple(loss_masks),
+    )
+
+
+def evaluate_steps(policy: Policy, steps: StepBatch) -> Evaluation:
+    """``policy.evaluate`` on recorded steps, handing back the recorded tokens when the steps have any.
+
+    An LM student must re-score the tokens it sampled, not a re-encoding of the decoded text (which can
+    differ: other BPE splits, no EOS after an answer cut at ``max_new_tokens``), or the ratio and the
+    offline importance weight compare different sequences. Steps of a policy that records no tokens (the
+    compact student) call ``evaluate`` with the three generic arguments only.
+    """
+    if all(ids is None for ids in steps.token_ids):
+        return policy.evaluate(steps.observations, steps.environments, steps.actions)
+    return policy.evaluate(  # type: ignore[call-arg]  # the token keywords of Policy.evaluate (its docstring)
+        steps.observations, steps.environments, steps.actions,
+        token_ids=steps.token_ids, loss_mask=steps.loss_masks,
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import DistillBatch, NegativeBatch, flatten_episodes
+from aios_rl.algos.batch import DistillBatch, NegativeBatch, evaluate_steps, flatten_episodes
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.contracts.errors import TrainingError
@@ -48,17 +48,19 @@ def grpo_update(
     adv = episode_adv[batch.episode_index]  # (N,) each step carries its episode's advantage
 
     # Old logprobs are recomputed under the current weights (not the tempered sampling logprobs), so the
-    # first minibatch has ratio exactly 1 and the clip acts on what the update itself changes.
+    # first minibatch has ratio exactly 1 and the clip acts on what the update itself changes. An LM
+    # re-scores the very tokens it sampled (evaluate_steps), so in an untempered regime (temperature 1,
+    # top-p 1) they equal the logprobs recorded at sampling time.
     with torch.no_grad():
-        old = policy.evaluate(batch.observations, batch.environments, batch.actions).logprobs  # (N,)
+        old = evaluate_steps(policy, batch).logprobs  # (N,)
         ref = None
         if cfg.kl_coef > 0 and reference is not None:
-            ref = reference.evaluate(batch.observations, batch.environments, batch.actions).logprobs  # (N,)
+            ref = evaluate_steps(reference, batch).logprobs  # (N,)
 
     stats = UpdateStats(extras={"zero_adv_fraction": float((adv == 0).float().mean())})
     for idx in trainer.minibatches(len(batch), generator):
         mb = batch.subset(idx)
-        ev = policy.evaluate(mb.observations, mb.environments, mb.actions)
+        ev = evaluate_steps(policy, mb)
         logprobs = ev.logprobs[:, None]  # (B, 1)
         mask = torch.ones_like(logprobs, dtype=torch.bool)
         policy_loss, clip = losses.clipped_surrogate(
@@ -99,7 +101,7 @@ def offline_update(
     c = cfg.offline_ratio_clip
     for idx in trainer.minibatches(len(batch), generator):
         mb = batch.subset(idx)
-        ev = policy.evaluate(mb.observations, mb.environments, mb.actions)
+        ev = evaluate_steps(policy, mb)
         weight = torch.exp(ev.logprobs.detach() - mb.behavior_logprobs).clamp(1.0 / c, c)  # (B,)
         policy_loss = -(weight * adv[idx] * ev.logprobs).mean()
         loss = policy_loss - cfg.entropy_coef * ev.entropy.mean()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import DistillBatch, NegativeBatch, StepBatch, flatten_episodes
+from aios_rl.algos.batch import DistillBatch, NegativeBatch, StepBatch, evaluate_steps, flatten_episodes
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.policy.base import Policy
@@ -50,11 +50,11 @@ def ppo_update(
     cfg, policy = trainer.config, trainer.policy
     batch = flatten_episodes(episodes)
     with torch.no_grad():
-        old_ev = policy.evaluate(batch.observations, batch.environments, batch.actions)
+        old_ev = evaluate_steps(policy, batch)
         old, old_values = old_ev.logprobs, old_ev.values  # (N,), (N,)
         ref = None
         if cfg.kl_coef > 0 and reference is not None:
-            ref = reference.evaluate(batch.observations, batch.environments, batch.actions).logprobs
+            ref = evaluate_steps(reference, batch).logprobs
     adv, returns = _gae_per_step(batch, old_values, cfg.gamma, cfg.lam)
     if len(adv) > 1:  # per-batch advantage normalisation, as in most PPO implementations
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -62,7 +62,7 @@ def ppo_update(
     stats = UpdateStats()
     for idx in trainer.minibatches(len(batch), generator):
         mb = batch.subset(idx)
-        ev = policy.evaluate(mb.observations, mb.environments, mb.actions)
+        ev = evaluate_steps(policy, mb)
         logprobs = ev.logprobs[:, None]  # (B, 1)
         mask = torch.ones_like(logprobs, dtype=torch.bool)
         policy_loss, clip = losses.clipped_surrogate(

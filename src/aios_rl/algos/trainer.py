@@ -108,10 +108,16 @@ class Trainer:
         total = torch.zeros(())
         if distill is not None and len(distill) and self.config.distill_coef > 0:
             ev = self.policy.evaluate(distill.observations, distill.environments, distill.targets)
-            target = torch.tensor(
-                [obs.candidates.index(t) for obs, t in zip(distill.observations, distill.targets)], dtype=torch.long
-            )  # (M,)
-            d_loss = losses.distillation_loss(ev.candidate_logits, ev.candidate_mask, target, distill.weights)
+            if ev.candidate_mask.shape[1] == 0:
+                # A student that writes its answers (an LM in generate mode) ranks no candidates: the same
+                # cross-entropy, -log pi(target), on the target text it would have to write.
+                d_loss = (distill.weights * -ev.logprobs).sum() / len(distill)
+            else:
+                target = torch.tensor(
+                    [obs.candidates.index(t) for obs, t in zip(distill.observations, distill.targets)],
+                    dtype=torch.long,
+                )  # (M,)
+                d_loss = losses.distillation_loss(ev.candidate_logits, ev.candidate_mask, target, distill.weights)
             total = total + self.config.distill_coef * d_loss
             stats.distill_loss += d_loss.item()
         if negative is not None and len(negative) and reference is not None and self.config.negative_kl_coef > 0:

@@ -5,13 +5,17 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, ValidationError, model_validator
 
 from aios_rl.algos.trainer import load_policy_weights
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.validate import problems_from
 from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import build_policy
+
+# Set through StudentConfig's own fields (and --model); an override of them would be a second source.
+_LM_OWN_FIELDS = {"model_path": "model_path", "mode": "lm_mode", "lora": "lora"}
 
 
 class StudentConfig(ConfigModel):
@@ -22,18 +26,38 @@ class StudentConfig(ConfigModel):
     lm_mode: Literal["score", "generate"] = Field(default="score", description="causal-lm: score candidates or generate JSON.")
     lora: bool = Field(default=False, description="causal-lm: train LoRA adapters instead of all weights.")
     compact: dict[str, Any] = Field(default_factory=dict, description="Overrides of the compact student's config.")
+    causal_lm: dict[str, Any] = Field(
+        default_factory=dict,
+        description="causal-lm: overrides of CausalLMStudentConfig (e.g. max_prompt_tokens, max_new_tokens).",
+    )
+
+    @model_validator(mode="after")
+    def _no_second_source(self) -> StudentConfig:
+        clashes = sorted(_LM_OWN_FIELDS.keys() & self.causal_lm.keys())
+        if clashes:
+            fields = ", ".join(f"student.{_LM_OWN_FIELDS[k]}" for k in clashes)
+            raise ConfigError(f"student.causal_lm must not set {clashes}; use {fields} instead")
+        return self
 
 
 def make_student(config: StudentConfig, *, seed: int) -> Policy:
-    """A freshly initialised student."""
+    """A freshly initialised student.
+
+    Raises:
+        ConfigError: causal-lm without a model path, or ``causal_lm`` overrides the LM config rejects.
+    """
     if config.kind == "compact":
         return build_policy({"kind": "compact", "config": {"seed": seed, **config.compact}})
     if config.model_path is None:
         raise ConfigError("student.kind=causal-lm needs --model PATH (a local model directory; nothing is downloaded)")
     torch.manual_seed(seed)
-    return build_policy(
-        {"kind": "causal-lm", "config": {"model_path": config.model_path, "mode": config.lm_mode, "lora": config.lora}}
-    )
+    lm = {"model_path": config.model_path, "mode": config.lm_mode, "lora": config.lora, "seed": seed,
+          **config.causal_lm}
+    try:
+        return build_policy({"kind": "causal-lm", "config": lm})
+    except ValidationError as exc:  # the LM config is validated only here: transformers loads lazily
+        problems = "\n".join(f"student.causal_lm.{line}" for line in problems_from(exc))
+        raise ConfigError(f"invalid causal-LM student settings:\n{problems}") from None
 
 
 def restore_student(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Policy:

@@ -62,7 +62,13 @@ class Evaluation:
 
 @runtime_checkable
 class Policy(Protocol):
-    """A student. ``environment`` ids let one network serve several environments."""
+    """A student. ``environment`` ids let one network serve several environments.
+
+    A policy whose ``act`` records tokens (``ActionSample.token_ids`` not None: the LM student) must also
+    accept the keywords ``token_ids=`` and ``loss_mask=`` in ``evaluate``, one recorded row (or None) per
+    observation, and re-score exactly those tokens. Trainers pass them only for steps that recorded tokens
+    (``algos.batch.evaluate_steps``), so a policy that never records any keeps the three-argument form.
+    """
 
     hidden_size: int
 

@@ -248,6 +248,7 @@ class CausalLMStudent:
         environments: Sequence[str],
         actions: Sequence[str],
         token_ids: Sequence[Sequence[int] | None] | None = None,
+        loss_mask: Sequence[Sequence[int] | None] | None = None,
     ) -> Evaluation:
         """Re-score recorded actions with gradients.
 
@@ -265,6 +266,9 @@ class CausalLMStudent:
                 the decoded text may give other tokens than were sampled (BPE has many tokenizations of a
                 string) and an answer cut at ``max_new_tokens`` has no EOS. Rows given None are encoded
                 from the action text plus EOS. Ignored in score mode, whose answers are canonical.
+            loss_mask: generate mode: the recorded ``ActionSample.loss_mask`` per row (one entry per token of
+                that row's ``token_ids``); tokens marked 0 add nothing to ``logprobs``, ``entropy`` or
+                ``token_mask``. None (or a None row) trains every token. Ignored in score mode.
 
         Returns:
             An :class:`Evaluation`; ``token_logprobs``/``token_mask`` are ``(B, T)`` over answer tokens.
@@ -277,9 +281,11 @@ class CausalLMStudent:
             raise PolicyError("evaluate got an empty batch; pass at least one (observation, action) pair")
         if token_ids is not None:
             _check_lengths(observations, token_ids=token_ids)
+        if loss_mask is not None:
+            _check_lengths(observations, loss_mask=loss_mask)
         if self.config.mode == "score":
             return self._evaluate_score(observations, environments, actions)
-        return self._evaluate_generate(observations, environments, actions, token_ids)
+        return self._evaluate_generate(observations, environments, actions, token_ids, loss_mask)
 
     def parameters(self) -> Iterator[nn.Parameter]:
         """The trainable parameters: LoRA adapters (the whole model without LoRA) and the value head."""
@@ -463,6 +469,7 @@ class CausalLMStudent:
         environments: Sequence[str],
         actions: Sequence[str],
         token_ids: Sequence[Sequence[int] | None] | None,
+        loss_mask: Sequence[Sequence[int] | None] | None,
     ) -> Evaluation:
         prompts, _ = self._prompts(observations, environments, with_candidates=False)
         recorded = token_ids if token_ids is not None else [None] * len(actions)
@@ -470,16 +477,34 @@ class CausalLMStudent:
         if any(not a for a in answers):
             raise PolicyError("evaluate: a recorded answer has no tokens; token_ids rows must be non-empty")
         scores = self._score_rows(list(zip(prompts, answers)))
+        trained = self._trained_tokens(loss_mask, answers, scores.token_mask.shape[1])  # (B, R)
+        mask = scores.token_mask & trained  # (B, R)
         batch = len(observations)
         return Evaluation(
-            logprobs=scores.token_logprobs.sum(-1),
-            entropy=_masked_mean(scores.token_entropy, scores.token_mask),
+            logprobs=scores.token_logprobs.masked_fill(~mask, 0.0).sum(-1),
+            entropy=_masked_mean(scores.token_entropy, mask),
             values=self.value_head(scores.prompt_hidden).squeeze(-1),
             candidate_logits=torch.zeros((batch, 0), device=self.device),
             candidate_mask=torch.zeros((batch, 0), dtype=torch.bool, device=self.device),
-            token_logprobs=scores.token_logprobs,
-            token_mask=scores.token_mask,
+            token_logprobs=scores.token_logprobs.masked_fill(~mask, 0.0),
+            token_mask=mask,
         )
+
+    def _trained_tokens(
+        self, loss_mask: Sequence[Sequence[int] | None] | None, answers: Sequence[Sequence[int]], width: int
+    ) -> Tensor:
+        """(B, width) bool: the recorded loss mask of each answer, True everywhere for rows without one."""
+        out = torch.ones((len(answers), width), dtype=torch.bool)  # (B, R)
+        for b, (row, answer) in enumerate(zip(loss_mask or [None] * len(answers), answers)):
+            if row is None:
+                continue
+            if len(row) != len(answer):
+                raise PolicyError(
+                    f"evaluate: row {b} has {len(answer)} answer tokens but a loss mask of {len(row)} "
+                    "entries; pass the loss_mask recorded with those token_ids"
+                )
+            out[b, : len(row)] = torch.tensor([bool(m) for m in row], dtype=torch.bool)
+        return out.to(self.device)
 
     # ------------------------------------------------------------------ shared pieces
 

@@ -32,7 +32,7 @@ __all__ = [
 TRUNCATION_MARK = "[... earlier text truncated ...]\n"
 
 _FORMAT = (
-    'Reply with exactly one JSON object and nothing else, for example {"action": "run", "cmd": "pytest -q"}. '
+    'Reply with exactly one JSON object and nothing else, for example {"action": "run", "command": "pytest -q"}. '
     'The "action" key names the action; any other keys are its arguments.'
 )
 _CHOOSE = (

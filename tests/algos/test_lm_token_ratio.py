@@ -1,0 +1,143 @@
+"""Trainers re-score the tokens an LM student recorded in generate mode (tiny random Qwen2, built offline).
+
+The answers are cut at a few tokens, so they end without EOS: re-encoding their text (what ``evaluate``
+does without ``token_ids``) would append one and score another sequence than the one sampled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from aios_rl.algos.batch import DistillBatch, flatten_episodes
+from aios_rl.algos.grpo import grpo_update
+from aios_rl.algos.ppo import ppo_update
+from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
+from aios_rl.contracts.episode import DecodingRegime, Episode, Observation, Step
+from aios_rl.policy.base import Evaluation
+from aios_rl.policy.causal_lm import CausalLMStudent, CausalLMStudentConfig
+from aios_rl.policy.tiny_lm import build_tiny_lm
+
+ENV = "shell"
+UNTEMPERED = DecodingRegime(name="train", temperature=1.0, top_p=1.0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_lm(tmp_path_factory.mktemp("tiny-lm-ratio"))
+
+
+def generating(model_dir: Path) -> CausalLMStudent:
+    config = CausalLMStudentConfig(model_path=str(model_dir), mode="generate", max_new_tokens=6)
+    return CausalLMStudent(config)
+
+
+class Spy:
+    """Wraps a student's ``evaluate`` and keeps every call's keywords and result."""
+
+    def __init__(self, student: CausalLMStudent) -> None:
+        self.calls: list[tuple[tuple[Any, ...], dict[str, Any], Evaluation]] = []
+        self._evaluate = student.evaluate
+        student.evaluate = self  # type: ignore[method-assign]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Evaluation:
+        result = self._evaluate(*args, **kwargs)
+        self.calls.append((args, kwargs, result))
+        return result
+
+
+def recorded_episodes(student: CausalLMStudent) -> tuple[list[Episode], list[int]]:
+    """Two tasks x two one-step episodes sampled in generate mode; one success per group."""
+    observations = [
+        Observation(text=f"task {t} try {k}: 1 failed, 4 passed", candidates=["run pytest -q", "stop"])
+        for t in range(2) for k in range(2)
+    ]
+    samples = student.act(observations, [ENV] * 4, UNTEMPERED, torch.Generator().manual_seed(0))
+    episodes = []
+    for k, (obs, sample) in enumerate(zip(observations, samples)):
+        step = Step(observation=obs, action=sample.action, logprob=sample.logprob, entropy=sample.entropy,
+                    token_ids=list(sample.token_ids), token_logprobs=list(sample.token_logprobs),
+                    loss_mask=list(sample.loss_mask), terminated=True)
+        reward = 1.0 if k % 2 == 0 else -1.0
+        episodes.append(Episode(environment=ENV, task_id=f"t{k // 2}", trajectory=[step], reward=reward,
+                                env_reward=reward, outcome="success" if reward > 0 else "failure",
+                                policy_version="c0"))
+    return episodes, [0, 0, 1, 1]
+
+
+def update(
+    algo: str, trainer: Trainer, episodes: list[Episode], groups: list[int], reference: CausalLMStudent
+) -> UpdateStats:
+    generator = torch.Generator().manual_seed(0)
+    if algo == "ppo":
+        return ppo_update(trainer, episodes, generator=generator, reference=reference)
+    return grpo_update(trainer, episodes, groups, generator=generator, reference=reference)
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_update_rescores_recorded_tokens_with_ratio_one(model_dir: Path, algo: str) -> None:
+    policy, reference = generating(model_dir), generating(model_dir)
+    episodes, groups = recorded_episodes(policy)
+    steps = [e.trajectory[0] for e in episodes]
+    # The test means something only if re-encoding the text would give other tokens than were sampled.
+    assert any(policy._answer_ids(s.action) != s.token_ids for s in steps)
+    assert any(s.action not in s.observation.candidates for s in steps)  # free text still trains
+    assert len(flatten_episodes(episodes)) == 4
+
+    spy, ref_spy = Spy(policy), Spy(reference)
+    trainer = Trainer(policy, TrainerConfig(algo=algo, kl_coef=0.5, minibatch_size=1000, update_epochs=1))
+    stats = update(algo, trainer, episodes, groups, reference)
+
+    assert stats.first_ratio_mean == pytest.approx(1.0, abs=1e-5)
+    assert stats.approx_kl == pytest.approx(0.0, abs=1e-6)
+    assert stats.kl == pytest.approx(0.0, abs=1e-6)
+    by_obs = {id(s.observation): s for s in steps}
+    assert len(spy.calls) == 2 and len(ref_spy.calls) == 1  # old logprobs + one minibatch; the reference once
+    for args, kwargs, _ in spy.calls + ref_spy.calls:
+        rows = [by_obs[id(o)] for o in args[0]]
+        assert [list(ids) for ids in kwargs["token_ids"]] == [s.token_ids for s in rows]
+        assert [list(mask) for mask in kwargs["loss_mask"]] == [s.loss_mask for s in rows]
+    # Untempered sampling: the re-scored old logprobs are the recorded ones, token by token.
+    old = spy.calls[0][2]
+    for i, step in enumerate(steps):
+        n = len(step.token_ids)
+        assert old.token_logprobs[i, :n].tolist() == pytest.approx(step.token_logprobs, abs=1e-4)
+        assert float(old.logprobs[i]) == pytest.approx(step.logprob, abs=1e-4)
+
+
+def test_evaluate_honours_the_recorded_loss_mask(model_dir: Path) -> None:
+    student = generating(model_dir)
+    episodes, _ = recorded_episodes(student)
+    step = episodes[0].trajectory[0]
+    mask = [1] * (len(step.token_ids) - 1) + [0]
+    with torch.no_grad():
+        ev = student.evaluate(
+            [step.observation], [ENV], [step.action], token_ids=[step.token_ids], loss_mask=[mask]
+        )
+    assert ev.token_mask[0].tolist()[: len(mask)] == [bool(m) for m in mask]
+    assert float(ev.logprobs[0]) == pytest.approx(sum(step.token_logprobs[:-1]), abs=1e-4)
+
+
+def test_distillation_of_a_generating_lm_is_the_target_text_cross_entropy(model_dir: Path) -> None:
+    student = generating(model_dir)
+    trainer = Trainer(student, TrainerConfig())
+    obs = [Observation(text=f"case {k}: 1 failed", candidates=["run pytest -q", "stop"]) for k in range(2)]
+    distill = DistillBatch(tuple(obs), (ENV, ENV), ("run pytest -q", "stop"), torch.tensor([1.0, 0.5]))
+    loss = trainer.auxiliary_loss(distill, None, None, UpdateStats())
+    with torch.no_grad():
+        logprobs = student.evaluate(list(obs), [ENV, ENV], ["run pytest -q", "stop"]).logprobs
+    assert loss.item() == pytest.approx(float(-(torch.tensor([1.0, 0.5]) * logprobs).sum() / 2), rel=1e-5)
+    loss.backward()  # reaches the model: the warm start trains a generating student
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in student.model.parameters())
