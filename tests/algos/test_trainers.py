@@ -184,3 +184,16 @@ def test_kl_to_an_identical_reference_is_zero_on_the_first_minibatch() -> None:
     assert stats.kl == pytest.approx(0.0, abs=1e-7)
     again = grpo_update(trainer, episodes, groups, generator=torch.Generator().manual_seed(1), reference=reference)
     assert again.kl > 0  # after one step the policy has moved away from the reference
+
+
+def test_weights_of_another_student_layout_are_a_clear_policy_error() -> None:
+    from aios_rl.algos.trainer import load_policy_weights
+    from aios_rl.contracts.errors import PolicyError
+
+    text_student = Trainer(CompactStudent(SMALL), TrainerConfig())
+    tensors, meta = text_student.state_tensors()
+    feature_student = CompactStudent(SMALL.model_copy(update={"text_scorer": False}))
+    with pytest.raises(PolicyError, match="do not fit this CompactStudent"):
+        load_policy_weights(feature_student, tensors)
+    with pytest.raises(PolicyError, match="start a new run directory"):
+        Trainer(feature_student, TrainerConfig()).load_state_tensors(tensors, meta)

@@ -18,7 +18,7 @@ from pydantic import Field
 from aios_rl.algos import losses
 from aios_rl.algos.batch import DistillBatch, NegativeBatch
 from aios_rl.contracts.config import ConfigModel
-from aios_rl.contracts.errors import TrainingError
+from aios_rl.contracts.errors import PolicyError, TrainingError
 from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import policy_spec
 from aios_rl.storage.checkpoints import capture_rng, flatten_state, restore_rng, unflatten_state
@@ -192,8 +192,7 @@ class Trainer:
         return tensors | optim_tensors | rng_tensors, meta
 
     def load_state_tensors(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any], *, rng: bool = True) -> None:
-        policy_state = {k.removeprefix("policy/"): v for k, v in tensors.items() if k.startswith("policy/")}
-        self.policy.load_state_dict(policy_state)
+        load_policy_weights(self.policy, tensors)
         if "optimizer" in meta:
             self.optimizer.load_state_dict(unflatten_state("optim", tensors, meta["optimizer"]))
         if rng and "rng" in meta:
@@ -201,8 +200,19 @@ class Trainer:
 
 
 def load_policy_weights(policy: Policy, tensors: dict[str, torch.Tensor]) -> None:
-    """Load only the policy part of a checkpoint (evaluation, reference copies)."""
-    policy.load_state_dict({k.removeprefix("policy/"): v for k, v in tensors.items() if k.startswith("policy/")})
+    """Load only the policy part of a checkpoint (evaluation, reference copies).
+
+    Raises:
+        PolicyError: the tensors do not fit the policy (e.g. a checkpoint written by an older student layout).
+    """
+    try:
+        policy.load_state_dict({k.removeprefix("policy/"): v for k, v in tensors.items() if k.startswith("policy/")})
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[:3]
+        raise PolicyError(
+            f"checkpoint weights do not fit this {type(policy).__name__} (written by a different student layout or "
+            f"version?); start a new run directory. {' '.join(first)}"
+        ) from exc
 
 
 def mean_or_nan(values: list[float]) -> float:
