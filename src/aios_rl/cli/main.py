@@ -9,6 +9,7 @@ import typer
 
 from aios_rl.cli import (
     bench_cmd,
+    campaign_cmd,
     contracts_cmd,
     demo_cmd,
     lineage_cmd,
@@ -33,6 +34,7 @@ app.add_typer(lineage_cmd.app, name="lineage")
 app.add_typer(demo_cmd.app, name="demo")
 shell_cmd.app.command("train")(train_cmd.train)
 shell_cmd.app.command("eval")(train_cmd.evaluate)
+shell_cmd.app.command("campaign")(campaign_cmd.campaign)
 app.add_typer(shell_cmd.app, name="shell")
 app.add_typer(teacher_cmd.app, name="teacher")
 app.add_typer(bench_cmd.app, name="bench")

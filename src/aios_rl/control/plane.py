@@ -162,8 +162,13 @@ class ControlPlane:
     def open_epoch(self, carry: Sequence[str] = ()) -> ControlState:
         return self.emit("epoch.opened", {"carry": list(carry)})
 
-    def record_episode(self, episode: Episode, *, admitted: bool, lane: str | None = None) -> ControlState:
-        """Store an episode; admitted ones count toward the epoch's batch; ``lane`` puts it in replay."""
+    def record_episode(
+        self, episode: Episode, *, admitted: bool, lane: str | None = None, event_id: str | None = None
+    ) -> ControlState:
+        """Store an episode; admitted ones count toward the epoch's batch; ``lane`` puts it in replay.
+
+        ``event_id`` (optional) makes a re-commit after a crash a no-op (campaigns derive it from the task).
+        """
         payload = {
             "episode_id": episode.episode_id,
             "environment": episode.environment,
@@ -171,7 +176,7 @@ class ControlPlane:
             "admitted": admitted,
             "lane": lane,
         }
-        return self.emit("episode.recorded", payload, episodes=[episode])
+        return self.emit("episode.recorded", payload, event_id=event_id, episodes=[episode])
 
     def ensure_can_update(self) -> None:
         """Raise LineageError when an update would be refused (frozen or uninitialised lineage), so callers
@@ -185,11 +190,23 @@ class ControlPlane:
     def complete_update(self, checkpoint_id: str, *, in_epoch: bool = True) -> ControlState:
         return self.emit("update.completed", {"checkpoint_id": checkpoint_id, "in_epoch": in_epoch})
 
-    def fail_update(self, reason: str) -> ControlState:
-        return self.emit("update.failed", {"reason": reason})
+    def fail_update(self, reason: str, *, episodes: Sequence[Episode] = ()) -> ControlState:
+        """Record a failed update; ``episodes`` (the batch, re-marked ``update_failed``) are stored with it."""
+        return self.emit("update.failed", {"reason": reason}, episodes=episodes)
 
-    def record_comparison(self, episode: Episode, *, admitted: bool = True) -> ControlState:
-        """Store a monitored episode with its matched comparison; updates the streak and routes its lane."""
+    def record_comparison(
+        self,
+        episode: Episode,
+        *,
+        admitted: bool = True,
+        reference: Episode | None = None,
+        event_id: str | None = None,
+    ) -> ControlState:
+        """Store a monitored episode with its matched comparison; updates the streak and routes its lane.
+
+        ``reference`` (optional) is the matched run under ``pre_update_ref``, stored in the same transaction;
+        ``event_id`` (optional) makes a re-commit after a crash a no-op.
+        """
         if episode.comparison is None:
             raise ConfigError(f"episode {episode.episode_id} carries no comparison")
         boundary = bool(episode.teacher_signal and episode.teacher_signal.boundary)
@@ -202,7 +219,8 @@ class ControlPlane:
             "boundary": boundary,
             "admitted": admitted,
         }
-        return self.emit("comparison.recorded", payload, episodes=[episode])
+        stored = [episode] if reference is None else [episode, reference]
+        return self.emit("comparison.recorded", payload, event_id=event_id, episodes=stored)
 
     def pending_decision(self, *, coverage_ok: bool = True) -> ledger.CloseDecision | None:
         """The close decision the open monitoring epoch calls for now, or None if it should keep going."""

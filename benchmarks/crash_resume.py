@@ -1,0 +1,195 @@
+"""Crash/resume of online campaigns: SIGKILL at random moments, resume, check every invariant.
+
+Run: ``.venv/bin/python benchmarks/crash_resume.py [--trials 50] [--seed 0] [--tasks DIR]``.
+
+Each trial resumes a campaign in a child process (a fresh campaign when the last one finished), waits
+until the child has reopened its store, sleeps a random 0..``--max-delay`` seconds and SIGKILLs it, then
+checks :func:`aios_rl.campaign.invariants.campaign_problems` on the run directory (the state equals a
+fresh replay of the events, pointers verify, every committed slot has exactly one episode and nothing
+else is stored, the ledger and lanes name only stored episodes, rollbacks have their diagnosis). The
+campaigns are small (micro-batch 2, monitoring window 2, 2-step episodes, 8 slots) so that kills land in
+every phase: collection, update, monitoring, epoch close. Prints per-phase counts, invariant violations
+(must be 0), the mean resume time (process start to "store reopened, cursor found", and the in-process
+part of it) and the episodes re-run per kill (episodes a killed slot had started but not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+CONFIG = {
+    "max_tasks": 8,
+    "warm_start_epochs": 0,
+    "env": {"max_steps": 2},
+    "student": {"compact": {"buckets": 4096}},
+    "trainer": {"update_epochs": 4, "lr": 0.003},
+    "control": {"ledger": {"batch_size": 2, "monitor_window": 2}},
+}
+
+
+def child(run: Path, tasks: Path, config: Path) -> None:
+    """Run (or resume) one campaign, reporting progress on stdout: ``ready``, ``start``, ``task``."""
+    started = time.perf_counter()
+    from aios_rl.campaign.online import OnlineCampaign
+    from aios_rl.campaign.online_config import CampaignConfig
+    from aios_rl.contracts.config import load_config
+
+    imported = time.perf_counter()
+    resume = (run / "control.db").exists()
+
+    def report(kind: str, info: dict) -> None:
+        if kind in ("start", "task"):
+            print(kind, info["slot"], info.get("episodes", 0), flush=True)
+
+    campaign = OnlineCampaign(run, tasks, load_config(CampaignConfig, config), resume=resume, on_event=report)
+    now = time.perf_counter()
+    print("ready", int(resume), f"{now - started:.4f}", f"{now - imported:.4f}", flush=True)
+    try:
+        campaign.run()
+    finally:
+        campaign.close()
+
+
+class Child:
+    """A child process whose stdout lines are collected by a thread."""
+
+    def __init__(self, run: Path, tasks: Path, config: Path) -> None:
+        self.started = time.perf_counter()
+        self.lines: list[list[str]] = []
+        self.ready = threading.Event()
+        cmd = [sys.executable, __file__, "--child", str(run), "--tasks", str(tasks), "--config", str(config)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.ready_wall = float("nan")
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            parts = line.split()
+            if parts and parts[0] == "ready":
+                self.ready_wall = time.perf_counter() - self.started
+                self.ready.set()
+            self.lines.append(parts)
+        self.ready.set()  # exited (finished or failed) without more to say
+
+    def rerun_episodes(self) -> int:
+        """Episodes of slots this child started but did not commit."""
+        started = {int(p[1]): int(p[2]) for p in self.lines if p[0] == "start"}
+        done = {int(p[1]) for p in self.lines if p[0] == "task"}
+        return sum(n for slot, n in started.items() if slot not in done)
+
+
+def phase_of(run: Path) -> str:
+    from aios_rl.control.plane import ControlPlane
+
+    if not (run / "control.db").exists():
+        return "setup"
+    with ControlPlane(run, writer=False) as plane:
+        epoch = plane.state.ledger.open_epoch
+        if plane.state.lineage.active is None:
+            return "setup"
+        return "between epochs" if epoch is None else epoch.phase
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=50, help="SIGKILLs (each followed by a resume).")
+    parser.add_argument("--seed", type=int, default=0, help="Seeds the kill moments.")
+    parser.add_argument(
+        "--max-delay", type=float, default=6.0, help="Kill at a random moment up to this (s)."
+    )
+    parser.add_argument("--tasks", type=Path, default=None, help="Task set (default: generate 6 tasks).")
+    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--config", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        child(args.child, args.tasks, args.config)
+        return
+    from aios_rl.campaign.invariants import campaign_problems
+    from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
+
+    root = Path(tempfile.mkdtemp(prefix="aios-crash-resume-"))
+    tasks = args.tasks
+    if tasks is None:
+        tasks = root / "tasks"
+        generate_benchmark(tasks, GeneratorConfig(count=6, seed=0))
+    config = root / "campaign.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    rng = random.Random(args.seed)
+    kills, violations, reruns, campaigns = 0, [], [], 1
+    resume_wall, resume_inproc = [], []
+    phases: dict[str, int] = {}
+    run = root / "run-01"
+    started = time.perf_counter()
+    while kills < args.trials:
+        proc = Child(run, tasks, config)
+        proc.ready.wait(300)
+        ready = next((p for p in proc.lines if p[0] == "ready"), None)
+        time.sleep(rng.uniform(0.0, args.max_delay))
+        if proc.proc.poll() is None:
+            os.kill(proc.proc.pid, signal.SIGKILL)
+        code = proc.proc.wait()
+        time.sleep(0.05)  # let the reader thread drain the pipe
+        if ready is not None and ready[1] == "1":
+            resume_wall.append(proc.ready_wall)
+            resume_inproc.append(float(ready[3]))
+        if code == -signal.SIGKILL:
+            kills += 1
+            reruns.append(proc.rerun_episodes())
+            phase = phase_of(run)
+            phases[phase] = phases.get(phase, 0) + 1
+        elif code != 0:
+            raise SystemExit(f"campaign child failed with exit code {code} in {run}")
+        problems = campaign_problems(run)
+        violations += [f"{run.name} after kill {kills}: {p}" for p in problems]
+        if code == 0:  # finished: the next trials kill a fresh campaign
+            campaigns += 1
+            run = root / f"run-{campaigns:02d}"
+        print(
+            f"\rtrials {kills}/{args.trials}  violations {len(violations)}",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+    print(file=sys.stderr)
+    print(
+        f"crash/resume: {kills} SIGKILLs, {campaigns} campaign(s), {campaigns - 1} resumed to completion, "
+        f"in {time.perf_counter() - started:.0f}s"
+    )
+    print(f"{'trials':>24} {kills}")
+    print(f"{'invariant violations':>24} {len(violations)}")
+    print(
+        f"{'mean resume time (s)':>24} {statistics.mean(resume_wall):.2f} wall from process start, "
+        f"{statistics.mean(resume_inproc):.3f} reopening the store (n={len(resume_wall)})"
+    )
+    print(f"{'re-run episodes per kill':>24} {statistics.mean(reruns):.2f} (max {max(reruns)})")
+    print(f"{'kills by phase':>24} " + ", ".join(f"{k} {v}" for k, v in sorted(phases.items())))
+    for line in violations[:20]:
+        print("  VIOLATION", line)
+    print(
+        json.dumps(
+            {
+                "trials": kills,
+                "violations": len(violations),
+                "mean_resume_s": statistics.mean(resume_wall),
+                "rerun_episodes_per_kill": statistics.mean(reruns),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

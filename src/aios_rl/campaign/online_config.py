@@ -1,0 +1,181 @@
+"""Configuration and summary of `aios-rl shell campaign` (the controller: :mod:`aios_rl.campaign.online`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from aios_rl.algos.trainer import TrainerConfig
+from aios_rl.campaign.drills import Drill
+from aios_rl.campaign.slots import slot_event_id
+from aios_rl.campaign.students import StudentConfig
+from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.errors import ConfigError
+from aios_rl.control.compare import CompareConfig
+from aios_rl.control.events import ControlConfig
+from aios_rl.control.plane import ControlPlane
+from aios_rl.control.reward import RewardConfig
+from aios_rl.envs.shell.env import ShellEnvConfig
+from aios_rl.storage.db import RunStore
+from aios_rl.teacher.gateway import TeacherConfig
+
+CAMPAIGN_KEY = "campaign"  # run meta: {"config", "campaign_id", "tasks_dir"}
+
+
+class CampaignConfig(ConfigModel):
+    """Everything `aios-rl shell campaign` does; stored with the run so the directory reproduces it.
+
+    The micro-batch size, rollback threshold, monitoring window and freeze rule live in ``control``
+    (``--online-batch-size`` is ``control.ledger.batch_size``, ``--rollback-threshold`` is
+    ``control.ledger.rollback_threshold``).
+    """
+
+    max_tasks: int = Field(default=24, ge=1, description="Task slots to run (a resume may raise it).")
+    seed: int = Field(default=0, description="Seeds the task order, the episodes and the student.")
+    torch_threads: int = Field(default=1, ge=1, description="CPU threads for the student.")
+    temperature: float = Field(default=1.0, gt=0, description="Sampling temperature of campaign episodes.")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus mass of campaign episodes.")
+    teacher: str = Field(default="oracle", description="none, or teacher backends in fallback order.")
+    teacher_config: TeacherConfig = Field(
+        default_factory=lambda: TeacherConfig(backend="oracle"), description="Teacher gateway settings."
+    )
+    require_teacher: bool = Field(
+        default=True, description="With a teacher, admit only episodes it answered (complete/fallback)."
+    )
+    warm_start_epochs: int = Field(
+        default=3, ge=0, description="Oracle-demonstration distillation passes for the initial checkpoint."
+    )
+    drill: Drill = Field(default="none", description="none | bad-update | crash-after-update.")
+    drill_at: int = Field(default=1, ge=1, description="The update the drill acts on (1 = the first).")
+    drill_steps: int = Field(default=20, ge=1, description="bad-update: gradient-ascent steps.")
+    drill_lr_scale: float = Field(default=10.0, gt=0, description="bad-update: learning-rate multiplier.")
+    compare: CompareConfig = Field(default_factory=CompareConfig, description="Matched comparison settings.")
+    control: ControlConfig = Field(
+        default_factory=ControlConfig, description="Ledger, lanes and freeze rule."
+    )
+    student: StudentConfig = Field(
+        default_factory=StudentConfig, description="Which student and its settings."
+    )
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Update hyperparameters.")
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward fusion.")
+    env: ShellEnvConfig = Field(default_factory=ShellEnvConfig, description="Shell environment settings.")
+
+
+def resume_config(
+    stored: CampaignConfig, given: CampaignConfig | None, overrides: dict[str, Any]
+) -> CampaignConfig:
+    """The stored config, with ``max_tasks`` raisable; anything else given must equal what is stored.
+
+    Args:
+        stored: the configuration the campaign started with.
+        given: a full config (``--config FILE``), or None.
+        overrides: dotted CLI values; None means the flag was not given.
+
+    Raises:
+        ConfigError: naming every value that differs from the stored one.
+    """
+    differ = []
+    if given is not None and given.model_copy(update={"max_tasks": stored.max_tasks}) != stored:
+        differ.append("--config file")
+    flat = stored.model_dump(mode="json")
+    for key, value in overrides.items():
+        if value is None or key == "max_tasks":
+            continue
+        node: Any = flat
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node != value:
+            differ.append(f"{key} (stored {node!r}, given {value!r})")
+    if differ:
+        raise ConfigError(
+            f"--resume keeps the campaign's stored configuration; these differ: {', '.join(differ)} "
+            "(only --max-tasks may change; start a new --run to change the rest)"
+        )
+    max_tasks = overrides.get("max_tasks") or (given.max_tasks if given is not None else stored.max_tasks)
+    return stored.model_copy(update={"max_tasks": max_tasks})
+
+
+def stored_campaign(run_dir: Path) -> dict[str, Any] | None:
+    """The campaign meta of ``run_dir`` (read-only; None when it holds no campaign)."""
+    path = Path(run_dir) / "control.db"
+    if not path.exists():
+        return None
+    with RunStore(path) as store:
+        meta = store.get_meta(CAMPAIGN_KEY)
+    return meta if isinstance(meta, dict) else None
+
+
+def stored_config(run_dir: Path) -> CampaignConfig | None:
+    """The configuration the campaign in ``run_dir`` started with (None when there is none)."""
+    meta = stored_campaign(run_dir)
+    return None if meta is None else CampaignConfig.model_validate(meta["config"])
+
+
+@dataclass
+class CampaignSummary:
+    """Where a campaign stands (printed by the CLI; ``--json`` prints :meth:`as_json`)."""
+
+    run: str
+    status: str  # completed | frozen
+    tasks_run: int
+    max_tasks: int
+    updates: int
+    failed_updates: int
+    promotions: int
+    rollbacks: int
+    frozen: bool
+    admitted: int
+    rejected: int
+    comparisons: dict[str, int]
+    lanes: dict[str, int]
+    pointers: dict[str, str | None]
+    epoch: int | None
+    phase: str | None
+    streak: int
+    rollback_files: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def campaign_summary(
+    plane: ControlPlane, campaign_id: str, status: str, tasks_run: int, max_tasks: int
+) -> CampaignSummary:
+    """The summary of a campaign from its store (comparisons and admissions counted from the slot events)."""
+    state = plane.state
+    comparisons = {"better": 0, "same": 0, "worse": 0, "failed": 0}
+    admitted = rejected = failed_updates = 0
+    prefix = slot_event_id(campaign_id, 0)[:-1]
+    for event in plane.store.events():
+        failed_updates += event.kind == "update.failed"
+        if not event.event_id.startswith(prefix):
+            continue
+        admitted += bool(event.payload.get("admitted"))
+        rejected += not event.payload.get("admitted")
+        if event.kind == "comparison.recorded":
+            failed = event.payload["status"] == "comparison_failed"
+            comparisons["failed" if failed else event.payload["relative_outcome"]] += 1
+    epoch = state.ledger.current
+    return CampaignSummary(
+        run=str(plane.run_dir),
+        status=status,
+        tasks_run=tasks_run,
+        max_tasks=max_tasks,
+        updates=state.lineage.updates,
+        failed_updates=failed_updates,
+        promotions=state.lineage.promotions,
+        rollbacks=state.lineage.rollbacks,
+        frozen=state.lineage.frozen,
+        admitted=admitted,
+        rejected=rejected,
+        comparisons=comparisons,
+        lanes=dict(state.replay.counts()),
+        pointers=state.lineage.pointers(),
+        epoch=epoch.epoch if epoch else None,
+        phase=epoch.phase if epoch else None,
+        streak=epoch.streak if epoch else 0,
+        rollback_files=sorted(str(p) for p in (plane.run_dir / "rollbacks").glob("*.json")),
+    )

@@ -1,0 +1,171 @@
+"""One online update of a campaign: the sealed micro-batch plus replay lanes → a new checkpoint.
+
+The data (deterministic given the committed state, so a resumed campaign trains on exactly the same):
+
+* the sealed batch (its ``diagnostic_only`` members excluded: the teacher flagged them as borderline),
+  plus a quota-sized sample of the **positive** and **neutral** lanes → an importance-weighted policy
+  gradient (:func:`~aios_rl.algos.grpo.offline_update`; an online micro-batch holds one episode per task,
+  so there are no GRPO groups, and replayed episodes from older checkpoints need the ratio correction);
+* the teacher's reference actions on the states of the batch and the positive lane → distillation;
+* a sample of the **negative** lane → the KL term that penalises moving away from the pre-update policy
+  on the states where an earlier update did worse than its reference.
+
+The trainer (weights, optimiser state, RNG) is restored from the ``active`` checkpoint before every
+update, so the result depends only on the store, not on what the process did before a kill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from aios_rl.algos.batch import negative_states
+from aios_rl.algos.distill import distill_from_episodes
+from aios_rl.algos.grpo import offline_update
+from aios_rl.algos.trainer import Trainer, UpdateStats
+from aios_rl.campaign.drills import harmful_update
+from aios_rl.campaign.online_config import CampaignConfig
+from aios_rl.campaign.students import restore_student
+from aios_rl.contracts.episode import Episode
+from aios_rl.contracts.errors import StorageError
+from aios_rl.control.plane import ControlPlane
+
+ENV_VERSIONS = {"shell": "bugfix-v1"}
+
+
+@dataclass(frozen=True)
+class UpdateData:
+    """What one update trains on."""
+
+    batch: list[Episode]
+    positive: list[Episode]
+    neutral: list[Episode]
+    negative: list[Episode]
+
+    @property
+    def policy_gradient(self) -> list[Episode]:
+        return self.batch + self.positive + self.neutral
+
+    @property
+    def window(self) -> list[str]:
+        """The episode ids recorded as the new checkpoint's data window."""
+        return [e.episode_id for e in self.policy_gradient]
+
+
+def load_episodes(plane: ControlPlane, ids: Sequence[str]) -> list[Episode]:
+    """Stored episodes, in the order asked for.
+
+    Raises:
+        StorageError: an id the ledger names is not in the store.
+    """
+    bodies = plane.store.episode_bodies(ids)
+    missing = [i for i in ids if i not in bodies]
+    if missing:
+        raise StorageError(f"{plane.run_dir}: episodes {missing[:3]} are in the ledger but not in the store")
+    return [Episode.model_validate_json(bodies[i]) for i in ids]
+
+
+def update_data(plane: ControlPlane, seed: int) -> UpdateData:
+    """The sealed batch of the open epoch and this update's lane samples."""
+    epoch = plane.state.ledger.open_epoch
+    assert epoch is not None and epoch.phase == "update"
+    pool = plane.state.replay
+    lanes = {e.episode_id: e.lane for e in pool.entries}
+    draws = pool.sample(plane.config.replay.quotas(), rng_seed=(seed * 1009 + epoch.epoch) % (1 << 31))
+    sealed = set(epoch.sealed)
+    pick = {lane: [i for i in ids if i not in sealed] for lane, ids in draws.items()}
+    batch = [e for e in load_episodes(plane, epoch.sealed) if lanes.get(e.episode_id) != "diagnostic_only"]
+    return UpdateData(
+        batch,
+        load_episodes(plane, pick["positive"]),
+        load_episodes(plane, pick["neutral"]),
+        load_episodes(plane, pick["negative"]),
+    )
+
+
+def registered_update(plane: ControlPlane, active: str, window: list[str]) -> str | None:
+    """A checkpoint trained from ``active`` on ``window`` and registered, but never applied (a kill between
+    the two commits): applying it again is exactly what the interrupted campaign was doing."""
+    for record in plane.state.lineage.checkpoints.values():
+        if record.parent == active and record.data_window == window and record.verdict is None:
+            return record.checkpoint_id
+    return None
+
+
+def next_checkpoint_id(plane: ControlPlane) -> str:
+    """The first ``ckpt-NNNN`` neither registered nor on disk (a kill may leave unregistered files)."""
+    n = 0
+    while (
+        f"ckpt-{n:04d}" in plane.state.lineage.checkpoints or plane.checkpoints.path(f"ckpt-{n:04d}").exists()
+    ):
+        n += 1
+    return f"ckpt-{n:04d}"
+
+
+def train_update(
+    plane: ControlPlane,
+    config: CampaignConfig,
+    data: UpdateData,
+    *,
+    label: str,
+    with_teacher: bool,
+    drilled: bool,
+) -> tuple[str, UpdateStats]:
+    """Train from ``active`` on ``data``, save and register the checkpoint (not yet applied).
+
+    Raises:
+        TrainingError: nothing trainable, or a non-finite loss (the caller records ``update.failed``).
+    """
+    active = plane.state.lineage.active
+    epoch = plane.state.ledger.open_epoch
+    assert active is not None and epoch is not None
+    tensors, meta = plane.load_checkpoint(active)
+    trainer = Trainer(restore_student(meta["policy"], tensors), config.trainer)
+    trainer.load_state_tensors(tensors, meta)
+    reference = restore_student(meta["policy"], tensors)  # the pre-update policy, for the negative-lane KL
+    distill = distill_from_episodes(data.batch + data.positive) if with_teacher else None
+    train = data.policy_gradient
+    if drilled:
+        stats = harmful_update(
+            trainer, train, distill, steps=config.drill_steps, lr_scale=config.drill_lr_scale
+        )
+    else:
+        depth = lineage_depths(plane)
+        staleness = [depth[active] - depth.get(e.policy_version, -(1 << 20)) for e in train]
+        negative = negative_states(data.negative) if data.negative else None
+        generator = torch.Generator().manual_seed(config.seed * 7919 + epoch.epoch)
+        stats = offline_update(
+            trainer,
+            train,
+            staleness,
+            generator=generator,
+            distill=distill,
+            negative=negative,
+            reference=reference,
+        )
+    tensors, meta = trainer.state_tensors()
+    meta["label"] = label
+    checkpoint_id = next_checkpoint_id(plane)
+    plane.save_checkpoint(
+        checkpoint_id,
+        tensors,
+        meta,
+        parent=active,
+        config_hash=config.config_hash(),
+        data_window=data.window,
+        teacher_backend=config.teacher if with_teacher else None,
+        env_versions=ENV_VERSIONS,
+    )
+    return checkpoint_id, stats
+
+
+def lineage_depths(plane: ControlPlane) -> dict[str, int]:
+    """Updates between each checkpoint and the lineage root (the replay staleness measure)."""
+    records = plane.state.lineage.checkpoints
+    depth: dict[str, int] = {}
+    for cid in records:  # registration order: a parent is always registered before its children
+        parent = records[cid].parent
+        depth[cid] = 0 if parent is None else depth[parent] + 1
+    return depth

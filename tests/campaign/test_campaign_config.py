@@ -1,0 +1,58 @@
+"""Campaign configuration: CLI overrides, YAML, and what a resume may change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aios_rl.campaign.online_config import CampaignConfig, resume_config
+from aios_rl.contracts.config import load_config
+from aios_rl.contracts.errors import ConfigError
+
+
+def test_cli_flags_land_in_the_control_config(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("env:\n  max_steps: 3\ncontrol:\n  ledger:\n    monitor_window: 2\n")
+    cfg = load_config(
+        CampaignConfig,
+        path,
+        {
+            "control.ledger.batch_size": 2,
+            "control.ledger.rollback_threshold": 5,
+            "drill": "bad-update",
+            "max_tasks": None,
+        },
+    )
+    assert cfg.control.ledger.batch_size == 2 and cfg.control.ledger.rollback_threshold == 5
+    assert cfg.control.ledger.monitor_window == 2 and cfg.env.max_steps == 3 and cfg.drill == "bad-update"
+    assert cfg.max_tasks == CampaignConfig().max_tasks
+
+
+def test_unknown_drill_and_key_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="drill"):
+        load_config(CampaignConfig, None, {"drill": "explode"})
+    path = tmp_path / "c.yaml"
+    path.write_text("max_task: 3\n")
+    with pytest.raises(ConfigError, match="did you mean 'max_tasks'"):
+        load_config(CampaignConfig, path)
+
+
+def test_resume_keeps_the_stored_config_and_may_raise_max_tasks() -> None:
+    stored = CampaignConfig(seed=3, max_tasks=8, drill="crash-after-update")
+    same = resume_config(
+        stored, None, {"seed": 3, "drill": "crash-after-update", "max_tasks": None, "teacher": None}
+    )
+    assert same == stored
+    more = resume_config(stored, None, {"max_tasks": 20, "control.ledger.batch_size": 4})
+    assert more.max_tasks == 20 and more.model_copy(update={"max_tasks": 8}) == stored
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("seed", 4), ("control.ledger.batch_size", 2), ("teacher", "none")]
+)
+def test_resume_refuses_any_other_change(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        resume_config(CampaignConfig(), None, {key: value})
+    with pytest.raises(ConfigError, match="--config file"):
+        resume_config(CampaignConfig(), CampaignConfig(seed=9), {})
