@@ -54,6 +54,7 @@ class ControlPlane:
             swept = self.checkpoints.sweep_temp()
             if swept:
                 log.warning("removed %d partial checkpoint write(s) left by a crash in %s", swept, self.run_dir)
+        self.writer = writer
         self.config = self._resolve_config(config)
         self.seq, self.state = self._load()
 
@@ -61,7 +62,8 @@ class ControlPlane:
         stored = self.store.get_meta(CONFIG_KEY)
         if stored is None:
             resolved = config or ControlConfig()
-            self.store.set_meta(CONFIG_KEY, resolved.model_dump(mode="json"))
+            if self.writer:  # a reader never writes: the writer creating the run stores its own config
+                self.store.set_meta(CONFIG_KEY, resolved.model_dump(mode="json"))
             return resolved
         resolved = ControlConfig.model_validate(stored)
         if config is not None and config != resolved:
