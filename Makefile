@@ -8,10 +8,11 @@ EXTRAS := llm,ray,browser,dev
 PIP_FLAGS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PYTEST_ARGS ?=
 
-# Benchmarks that finish in minutes; the learning benchmark (hours for 3 seeds) runs with `make bench-learning`.
-BENCHMARKS := benchmarks/control_plane.py benchmarks/shell_env.py benchmarks/shell_generate.py
+# Benchmarks that finish in minutes; the long ones (an hour or more on 2 cores) run with `make bench-long`.
+BENCHMARKS := benchmarks/control_plane.py benchmarks/shell_env.py benchmarks/shell_generate.py benchmarks/crash_resume.py
+LONG_BENCHMARKS := benchmarks/campaign.py benchmarks/rollouts.py benchmarks/shell_learning.py
 
-.PHONY: setup system-deps demo test bench bench-learning clean
+.PHONY: setup system-deps demo test bench bench-long bench-learning clean
 
 setup: system-deps $(STAMP)
 
@@ -32,6 +33,9 @@ test: setup
 
 bench: setup
 	@for script in $(BENCHMARKS); do echo "== $$script"; $(PY) $$script || exit 1; done
+
+bench-long: setup
+	@for script in $(LONG_BENCHMARKS); do echo "== $$script"; $(PY) $$script || exit 1; done
 
 bench-learning: setup
 	$(PY) benchmarks/shell_learning.py
