@@ -6,7 +6,6 @@ does without ``token_ids``) would append one and score another sequence than the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,6 @@ from aios_rl.policy.tiny_lm import build_tiny_lm
 ENV = "shell"
 UNTEMPERED = DecodingRegime(name="train", temperature=1.0, top_p=1.0)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

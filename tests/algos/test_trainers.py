@@ -20,13 +20,6 @@ from aios_rl.policy.compact import CompactStudent, CompactStudentConfig
 SMALL = CompactStudentConfig(buckets=2**12, embed_dim=16, hidden_size=16, mlp_size=32, text_scorer=True)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def obs(task: int, step: int) -> Observation:
     cands = [f"patch fix-{task}-{k}" for k in range(4)] + ["stop done"]

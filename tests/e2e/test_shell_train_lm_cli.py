@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,13 +49,6 @@ def aios(*args: str) -> str:
         raise AssertionError(f"aios-rl {command} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return result.stdout
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,14 +30,6 @@ OBSERVATIONS = [
     Observation(text="all tests pass", candidates=["stop", "run pytest -q", "read the test file", "x"]),
 ]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    # The model is tiny: intra-op threads only add overhead, and on a busy machine they multiply it.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -59,15 +59,6 @@ def hasher(
     return TextHasher(buckets, char_ngram, diff_weight, max_chars, cache_size, cache_size)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # These batches are tiny; on a shared, oversubscribed CPU torch's intra-op threads spin against
-    # each other and make each forward pass ~30x slower. One thread keeps the module well under 40 s.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.fixture(scope="module")
 def student() -> CompactStudent:

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,13 +32,6 @@ from aios_rl.rollout.rail import RailConfig
 from aios_rl.rollout.rail_features import CONTEXT_DIM, ContextInputs
 from aios_rl.storage.rail_traces import RailTraceStore
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def anchor(entropies=(0.5, 0.5), group="g", task="t", budget_left=8, hidden=()):

@@ -22,13 +22,6 @@ LENGTH = 4
 MOVES = ["good", "bad", "idle"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 class Counts:
     """What really happened, counted by the toy environment and policy themselves."""

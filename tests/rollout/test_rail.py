@@ -8,7 +8,6 @@ import random
 
 import numpy as np
 import pytest
-import torch
 from scipy.optimize import minimize
 
 from aios_rl.contracts.config import load_config
@@ -33,13 +32,6 @@ from aios_rl.rollout.rail_features import (
     sign_agreement,
 )
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------- plain-loop references

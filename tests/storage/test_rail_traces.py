@@ -7,19 +7,11 @@ import sqlite3
 
 import numpy as np
 import pytest
-import torch
 
 from aios_rl.contracts.errors import ContractError
 from aios_rl.storage.db import RunStore
 from aios_rl.storage.rail_traces import RailTrace, RailTraceStore
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def make_trace(i: int, hidden_size: int = 64) -> RailTrace:

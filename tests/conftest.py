@@ -1,0 +1,18 @@
+"""Shared test settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    """Every test module runs torch on one thread: the models and batches here are tiny, and on a shared,
+    oversubscribed CPU intra-op threads spin against each other and make each forward pass far slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
