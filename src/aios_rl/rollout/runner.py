@@ -298,15 +298,3 @@ def finalize(
             "reward_components": parts,
         }
     )
-
-
-def group_stats(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Success rate, mean reward and whether the group's rewards had zero variance."""
-    rewards = [e.reward for e in episodes]
-    mean = sum(rewards) / len(rewards)
-    var = sum((r - mean) ** 2 for r in rewards) / len(rewards)
-    return {
-        "success": sum(e.outcome == "success" for e in episodes) / len(episodes),
-        "reward": mean,
-        "zero_variance": float(var < 1e-12),
-    }

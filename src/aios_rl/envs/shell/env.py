@@ -235,10 +235,11 @@ class ShellBugfixEnv:
             logger.warning("task %s: target tests not failing at reset: %s", task.task_id, missing[:5])
         spectrum = self._line_spectrum(spec, baseline)
         initial = read_tree(self._repo)
+        digest = _digest(initial)
         state = EpisodeState(
             spec=spec, baseline=baseline, targets=tuple(targets), initial=initial, spectrum=spectrum, latest=baseline,
             last_output=_tail(output, self.config.output_cap_chars),
-            progress_key=_progress_key(initial, baseline), files_digest=_digest(initial),
+            progress_key=_progress_key(digest, baseline), files_digest=digest,
         )
         self._state = replace(state, observation=self._observe(state, initial))
         self._clock = time.monotonic()
@@ -260,7 +261,8 @@ class ShellBugfixEnv:
             effect = self._dispatch(state, action, self.config.episode_wall_s - elapsed)
         files = read_tree(self._repo)
         latest = effect.tests or state.latest
-        key = _progress_key(files, latest)
+        digest = _digest(files)
+        key = _progress_key(digest, latest)
         step = state.step + 1
         passed = effect.tests is not None and effect.tests.passed and effect.info.get("patch_applied", False)
         terminated = effect.stop or (self.config.stop_on_pass and passed)
@@ -283,7 +285,7 @@ class ShellBugfixEnv:
             files_read=state.files_read | set(effect.info.get("files_read", ())),
             progress_key=key, no_progress_steps=state.no_progress_steps + (key == state.progress_key),
             last_patch_failed=bool(effect.info.get("patch_applied")) and not passed,
-            files_digest=_digest(files),
+            files_digest=digest,
             patched=state.patched | {(state.files_digest, action)} if effect.info.get("patch_applied") else state.patched,
             terminated=terminated, truncated=truncated, elapsed_s=elapsed,
         )
@@ -569,9 +571,9 @@ def _digest(files: FileTree) -> str:
     return hashlib.sha256(repr(files).encode()).hexdigest()
 
 
-def _progress_key(files: FileTree, run: SuiteRun | None) -> str:
+def _progress_key(files_digest: str, run: SuiteRun | None) -> str:
     ids = (run.passing, run.failing, run.returncode, run.timed_out) if run else None
-    return hashlib.sha256(repr((files, ids)).encode()).hexdigest()
+    return hashlib.sha256(repr((files_digest, ids)).encode()).hexdigest()
 
 
 def _observation_features(state: EpisodeState, max_steps: int) -> dict[str, float]:
