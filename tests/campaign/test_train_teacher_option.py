@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aios_rl.campaign.train import ShellTrainConfig, _teacher, teacher_backends
+from aios_rl.campaign.train import ShellTrainConfig, build_teacher, teacher_backends
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.envs.shell.oracle import ShellOracle
 from aios_rl.teacher.gateway import TeacherGateway
@@ -20,9 +20,9 @@ def test_backend_lists() -> None:
 
 
 def test_teacher_objects() -> None:
-    assert _teacher(ShellTrainConfig(teacher="none")) is None
-    assert isinstance(_teacher(ShellTrainConfig(teacher="oracle")), ShellOracle)
-    gateway = _teacher(ShellTrainConfig(teacher="gemini,oracle"))
+    assert build_teacher(ShellTrainConfig(teacher="none")) is None
+    assert isinstance(build_teacher(ShellTrainConfig(teacher="oracle")), ShellOracle)
+    gateway = build_teacher(ShellTrainConfig(teacher="gemini,oracle"))
     assert isinstance(gateway, TeacherGateway)
     assert gateway.backend == "gemini"
     gateway.close()
@@ -30,11 +30,11 @@ def test_teacher_objects() -> None:
 
 def test_unknown_backend_suggests_the_closest() -> None:
     with pytest.raises(ConfigError, match="did you mean 'codex'"):
-        _teacher(ShellTrainConfig(teacher="codx"))
+        build_teacher(ShellTrainConfig(teacher="codx"))
 
 
 def test_gateway_cache_lives_in_the_run_directory(tmp_path) -> None:
-    gateway = _teacher(ShellTrainConfig(teacher="codex,oracle"), tmp_path)
+    gateway = build_teacher(ShellTrainConfig(teacher="codex,oracle"), tmp_path)
     assert isinstance(gateway, TeacherGateway)
     gateway.close()
     assert (tmp_path / "teacher_cache.db").exists()

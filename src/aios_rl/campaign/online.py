@@ -68,7 +68,7 @@ from aios_rl.campaign.slots import (
     slot_task,
 )
 from aios_rl.campaign.students import make_student, restore_student
-from aios_rl.campaign.train import ShellTrainConfig, _teacher, teacher_backends
+from aios_rl.campaign.train import ShellTrainConfig, build_teacher, teacher_backends
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task, Verification
 from aios_rl.contracts.errors import AiosRlError, ConfigError, TrainingError
 from aios_rl.control.compare import compare_matched, get_comparator
@@ -128,7 +128,7 @@ class OnlineCampaign:
                     f"{tasks_dir} holds no train-split tasks; generate some with "
                     "`aios-rl shell benchmark-generate`"
                 )
-            self.teacher = _teacher(
+            self.teacher = build_teacher(
                 ShellTrainConfig(teacher=self.config.teacher, teacher_config=self.config.teacher_config),
                 self.run_dir,
             )

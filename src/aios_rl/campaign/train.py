@@ -121,7 +121,7 @@ def teacher_backends(spec: str) -> list[str]:
     return names
 
 
-def _teacher(config: ShellTrainConfig, run_dir: Path | None = None) -> Teacher | None:
+def build_teacher(config: ShellTrainConfig, run_dir: Path | None = None) -> Teacher | None:
     """The oracle alone, or the gateway over the chosen backends (the oracle available to it).
 
     The gateway's answer cache lives in the run directory (``RUN/teacher_cache.db``) unless configured.
@@ -159,7 +159,7 @@ class ShellTraining:
         self.tasks = load_tasks(tasks_dir, split="train")
         if not self.tasks:
             raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
-        self.teacher = _teacher(self.config, run_dir)
+        self.teacher = build_teacher(self.config, run_dir)
         self.monitor = DisagreementMonitor(self.config.monitor)
         self.metrics_path = run_dir / "metrics.jsonl"
         self.budget = Budget()
