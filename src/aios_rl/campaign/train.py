@@ -163,6 +163,9 @@ class ShellTraining:
         self.monitor = DisagreementMonitor(self.config.monitor)
         self.metrics_path = run_dir / "metrics.jsonl"
         self.budget = Budget()
+        # The allocator lives as long as the run; its state resumes from the store.
+        self.collector = RolloutCollector(self.plane, self.config.allocator_name(), self.config.allocation,
+                                          rollout_budget=self.config.rollout_budget)
         self.sandbox = Sandbox(self.config.env.sandbox)  # one sandbox shared by every environment worker
         torch.set_num_threads(self.config.torch_threads)
         torch.manual_seed(self.config.seed)
@@ -237,9 +240,6 @@ class ShellTraining:
         chosen: list[Task] = rng.sample(self.tasks, min(cfg.tasks_per_epoch, len(self.tasks)))
         regime = DecodingRegime(name="train", temperature=cfg.temperature, top_p=cfg.top_p)
         active = self.plane.state.lineage.active or ""
-        if getattr(self, "collector", None) is None:  # the allocator lives as long as the run (state resumes)
-            self.collector = RolloutCollector(self.plane, cfg.allocator_name(), cfg.allocation,
-                                              rollout_budget=cfg.rollout_budget)
         seen: list[Episode] = []
 
         def group_done(group: GroupOutcome) -> None:
