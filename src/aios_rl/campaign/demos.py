@@ -18,6 +18,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+import torch
+
+from aios_rl.algos.distill import distill_batch_from, distill_update
+from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Observation, Task
 from aios_rl.contracts.protocols import Env
 from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
@@ -57,6 +61,28 @@ def oracle_demonstrations(
         if progress:
             progress()
     return items
+
+
+def oracle_warm_start(
+    trainer: Trainer,
+    tasks: Sequence[Task],
+    make_env: Callable[[], Env],
+    *,
+    seed: int,
+    passes: int,
+    progress: Callable[[], None] | None = None,
+) -> tuple[int, UpdateStats]:
+    """Distil ``trainer``'s student on the oracle demonstrations for ``passes`` passes.
+
+    Returns:
+        The number of demonstrations and the statistics of the last pass.
+    """
+    batch = distill_batch_from(oracle_demonstrations(tasks, make_env, seed=seed, progress=progress))
+    generator = torch.Generator().manual_seed(seed)
+    stats = UpdateStats()
+    for _ in range(passes):
+        stats = distill_update(trainer, batch, generator=generator)
+    return len(batch), stats
 
 
 def _recovery(

@@ -38,10 +38,9 @@ from typing import Any
 
 import torch
 
-from aios_rl.algos.distill import distill_batch_from, distill_update
 from aios_rl.algos.trainer import Trainer
 from aios_rl.campaign.admission import admission, source_fingerprint, with_admission
-from aios_rl.campaign.demos import oracle_demonstrations
+from aios_rl.campaign.demos import oracle_warm_start
 from aios_rl.campaign.diagnosis import write_rollback_diagnosis
 from aios_rl.campaign.drills import crash_now
 from aios_rl.campaign.metrics import append_metrics
@@ -229,13 +228,10 @@ class OnlineCampaign:
         trainer = Trainer(make_student(self.config.student, seed=self.config.seed), self.config.trainer)
         label = "initial"
         if teacher_backends(self.config.teacher)[:1] == ["oracle"] and self.config.warm_start_epochs:
-            batch = distill_batch_from(
-                oracle_demonstrations(self.tasks, self.make_env, seed=self.config.seed)
+            demonstrations, _ = oracle_warm_start(
+                trainer, self.tasks, self.make_env, seed=self.config.seed, passes=self.config.warm_start_epochs
             )
-            generator = torch.Generator().manual_seed(self.config.seed)
-            for _ in range(self.config.warm_start_epochs):
-                distill_update(trainer, batch, generator=generator)
-            label = f"initial (oracle warm start on {len(batch)} demonstrations)"
+            label = f"initial (oracle warm start on {demonstrations} demonstrations)"
         tensors, meta = trainer.state_tensors()
         meta["label"] = label
         checkpoint_id = next_checkpoint_id(self.plane)

@@ -18,12 +18,12 @@ from pathlib import Path
 import torch
 from pydantic import Field, field_validator
 
-from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
+from aios_rl.algos.distill import distill_from_episodes, distill_update
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
 from aios_rl.campaign.collect import RolloutCollector
-from aios_rl.campaign.demos import oracle_demonstrations
+from aios_rl.campaign.demos import oracle_warm_start
 from aios_rl.campaign.metrics import append_metrics, read_metrics
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
 from aios_rl.contracts.config import ConfigModel
@@ -214,15 +214,12 @@ class ShellTraining:
         primary = teacher_backends(self.config.teacher)[:1]
         if primary != ["oracle"] or self.config.warm_start_epochs == 0 or self._done_labels().count("warm_start"):
             return None
-        items = oracle_demonstrations(self.tasks, self.make_env, seed=self.config.seed,
-                                      progress=(lambda: progress("demonstrations", {})) if progress else None)
-        batch = distill_batch_from(items)
-        generator = torch.Generator().manual_seed(self.config.seed)
-        stats = UpdateStats()
-        for _ in range(self.config.warm_start_epochs):
-            stats = distill_update(self.trainer, batch, generator=generator)
+        demonstrations, stats = oracle_warm_start(
+            self.trainer, self.tasks, self.make_env, seed=self.config.seed, passes=self.config.warm_start_epochs,
+            progress=(lambda: progress("demonstrations", {})) if progress else None,
+        )
         checkpoint = self._checkpoint("warm_start", [])
-        record = {"epoch": 0, "phase": "warm_start", "checkpoint": checkpoint, "demonstrations": len(batch),
+        record = {"epoch": 0, "phase": "warm_start", "checkpoint": checkpoint, "demonstrations": demonstrations,
                   "tasks": len(self.tasks)} | stats.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(0, checkpoint, record)
