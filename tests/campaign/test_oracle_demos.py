@@ -1,14 +1,18 @@
-"""Oracle demonstrations for the warm start: opening → fix, wrong patch → revert, reverted → fix."""
+"""Oracle targets: demonstrations for the warm start (opening → fix, wrong patch → revert, reverted → fix),
+and the same per-state targets when distilling from the student's own episodes."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from aios_rl.algos.distill import distill_from_episodes
 from aios_rl.campaign.demos import oracle_demonstrations
+from aios_rl.contracts.episode import Episode, Step
 from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
 from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.mutate import unified_diff
+from aios_rl.envs.shell.oracle import ShellOracle
 from aios_rl.envs.shell.sandbox import Sandbox
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
@@ -35,3 +39,22 @@ def test_demonstrations_walk_to_the_fix_and_recover_from_a_wrong_patch(tmp_path:
     assert all(env == "shell" and weight == 1.0 for _, env, _, weight in items)
     without = oracle_demonstrations(tasks[:1], lambda: ShellBugfixEnv(sandbox=sandbox), seed=0, recovery=0)
     assert [targets for _, _, targets, _ in without] == [[fix]]
+
+
+def test_distillation_from_an_episode_targets_revert_after_a_wrong_patch_and_the_fix_before(tmp_path: Path) -> None:
+    task = make_task(tmp_path)
+    env = ShellBugfixEnv(sandbox=Sandbox())
+    fix = "patch\n" + unified_diff(CALC, FIXED, "calc.py")
+    try:
+        opening = env.reset(task, seed=0)
+        wrong = next(c for c in opening.candidates if c.startswith("patch") and c != fix)
+        result = env.step(wrong)
+        assert result.info["patch_applied"] and not result.terminated
+        steps = [Step(observation=opening, action=wrong, logprob=0.0, entropy=0.0, info=result.info),
+                 Step(observation=result.observation, action="stop", logprob=0.0, entropy=0.0, info={})]
+    finally:
+        env.close()
+    episode = Episode(environment="shell", task_id=task.task_id, trajectory=steps, outcome="failure", reward=-1.0,
+                      env_reward=-1.0, policy_version="ckpt-0")
+    episode = episode.model_copy(update={"teacher_signal": ShellOracle().signal(task, episode)})
+    assert distill_from_episodes([episode]).targets == (fix, REVERT_CANDIDATE)

@@ -11,6 +11,7 @@ import pytest
 
 from aios_rl.contracts.episode import Episode, Observation, Step, Task, Verification
 from aios_rl.contracts.protocols import Teacher
+from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
 from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.mutate import apply_mutation, enumerate_mutations, unified_diff
 from aios_rl.envs.shell.oracle import ShellOracle, reference_action, reference_fix
@@ -92,7 +93,8 @@ def test_shaping_follows_what_the_episode_did(tmp_path: Path) -> None:
         signal = oracle.signal(task, _episode(actions, evidence))
         assert signal.status == "complete" and signal.backend == "oracle"
         assert signal.shaping == pytest.approx(expected), (actions, evidence)
-        assert signal.reference_actions == [_patch(CALC, FIXED)]
+        applied = any(ok for _, ok in actions)
+        assert signal.reference_actions == [REVERT_CANDIDATE] * applied + [_patch(CALC, FIXED)]
         assert signal.confidence == 1.0 and signal.boundary is False
         assert "calc.py (add)" in signal.critique
 
@@ -159,5 +161,5 @@ def test_reference_fix_is_a_candidate_on_a_mutated_seed_repo_and_solves_it(tmp_p
     episode = Episode(environment="shell", task_id=task.task_id, trajectory=[step], outcome="success",
                       reward=1.0, env_reward=1.0, policy_version="ckpt-0", verification=verification)
     signal = ShellOracle().signal(task, episode)
-    assert signal.shaping == 1.0 and signal.reference_actions == [fix]
+    assert signal.shaping == 1.0 and signal.reference_actions == [REVERT_CANDIDATE, fix]
     assert "roman.py (to_roman)" in signal.critique and "hold the reference fix" in signal.critique

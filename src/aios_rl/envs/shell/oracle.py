@@ -4,7 +4,10 @@
 ``"oracle"``. Its reference action is the task's reference patch in candidate form
 (:func:`reference_action`): the patch is applied to the buggy files in memory and re-diffed with
 :func:`~aios_rl.envs.shell.mutate.unified_diff`, so it equals the environment's patch candidate for the
-same edit character for character, whatever diff tool wrote the manifest.
+same edit character for character, whatever diff tool wrote the manifest. When the episode applied a
+patch, ``revert`` comes first: from a modified working copy the fix (a diff against the buggy files) is
+reached by reverting, and a consumer taking the first admissible candidate (``algos.distill``) then gets
+the right target at every visited state, since ``revert`` is offered only while the copy is modified.
 
 Shaping, in [-1, 1]: ``+1`` when the episode's final files hold the reference fix; otherwise ``+0.3`` for
 reading a file the fix changes and ``+0.3`` for patching a function it changes; ``-0.5`` when the
@@ -29,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from aios_rl.contracts.episode import Episode, Task, TeacherSignal, Verification
 from aios_rl.contracts.errors import EnvError
 from aios_rl.envs.shell.actions import Patch, Read, Run, file_arguments, parse_action
-from aios_rl.envs.shell.candidates import function_at_line
+from aios_rl.envs.shell.candidates import REVERT_CANDIDATE, function_at_line
 from aios_rl.envs.shell.mutate import apply_unified_diff, unified_diff
 from aios_rl.envs.shell.task import REPO
 
@@ -137,7 +140,8 @@ class ShellOracle:
             + (f"; {new_failures} test(s) that passed at reset fail now." if new_failures else ".")
         )
         return TeacherSignal(
-            status="complete", backend=BACKEND, critique=critique, reference_actions=[fix.action],
+            status="complete", backend=BACKEND, critique=critique,
+            reference_actions=[REVERT_CANDIDATE, fix.action] if patches else [fix.action],
             shaping=shaping, confidence=1.0, boundary=False, latency_s=time.monotonic() - start,
         )
 
