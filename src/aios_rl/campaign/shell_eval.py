@@ -19,21 +19,6 @@ from aios_rl.policy.uniform import UniformPolicy
 TASKS_DIR_KEY = "tasks_dir"
 
 
-def resolve_checkpoint(plane: ControlPlane, name: str) -> str:
-    """``active`` | ``last_stable`` | ``initial`` | an id → a registered checkpoint id."""
-    lineage = plane.state.lineage
-    if name in ("active", "last_stable", "pre_update_ref"):
-        found = getattr(lineage, name)
-    elif name == "initial":
-        found = next((c.checkpoint_id for c in lineage.checkpoints.values() if c.parent is None), None)
-    else:
-        found = name if name in lineage.checkpoints else None
-    if found is None:
-        known = ", ".join(lineage.checkpoints) or "none"
-        raise StorageError(f"checkpoint {name!r} not found in {plane.run_dir} (known: {known})")
-    return found
-
-
 def holdout_group(train_repos: set[str]) -> Callable[[Task], str]:
     """Report holdout tasks as unseen mutants of training repos vs repos never seen in training."""
 
@@ -71,7 +56,7 @@ def run_shell_eval(
         if policy_kind == "uniform":
             policy, version = UniformPolicy(), "uniform"
         elif policy_kind == "checkpoint":
-            version = resolve_checkpoint(plane, checkpoint)
+            version = plane.resolve_checkpoint(checkpoint)
             tensors, meta = plane.load_checkpoint(version)
             policy = restore_student(meta["policy"], tensors)
         else:

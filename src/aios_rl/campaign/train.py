@@ -86,6 +86,12 @@ class ShellTrainConfig(ConfigModel):
         default=20, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only)."
     )
     student: StudentConfig = Field(default_factory=StudentConfig, description="Which student and its settings.")
+    init_from: str | None = Field(
+        default=None,
+        description="Start from another run's checkpoint instead of a fresh student: 'RUN_DIR' (its active "
+        "checkpoint) or 'RUN_DIR:CHECKPOINT' (active, last_stable, initial or an id). The student kind must match; "
+        "its settings come from that checkpoint. No oracle warm start then: that is for fresh students.",
+    )
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Update hyperparameters.")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward fusion.")
     env: ShellEnvConfig = Field(default_factory=ShellEnvConfig, description="Shell environment settings.")
@@ -138,6 +144,30 @@ def build_teacher(config: ShellTrainConfig, run_dir: Path | None = None) -> Teac
     return TeacherGateway(TeacherConfig.model_validate(gateway_config.model_dump()), oracle=ShellOracle())
 
 
+def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
+    """The student stored in another run's checkpoint (``RUN_DIR`` or ``RUN_DIR:CHECKPOINT``), and where it
+    came from as ``"RUN_DIR:ID"``.
+
+    Raises:
+        ConfigError: not a run directory, or its student is not of ``kind``.
+        StorageError: no such checkpoint in that run.
+    """
+    run, _, name = spec.rpartition(":") if ":" in spec else (spec, ":", "active")
+    run_dir = Path(run)
+    if not (run_dir / "control.db").is_file():
+        raise ConfigError(f"init_from: {run_dir} is not a run directory (no control.db)")
+    plane = ControlPlane(run_dir, writer=False)
+    try:
+        checkpoint = plane.resolve_checkpoint(name or "active")
+        tensors, meta = plane.load_checkpoint(checkpoint)
+    finally:
+        plane.close()
+    found = meta["policy"]["kind"]
+    if found != kind:
+        raise ConfigError(f"init_from: {run_dir}:{checkpoint} holds a {found} student, but this run trains {kind}")
+    return restore_student(meta["policy"], tensors), f"{run_dir}:{checkpoint}"
+
+
 def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrainConfig:
     stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
     if stored is None:
@@ -153,7 +183,10 @@ class ShellTraining:
     """One training run in one run directory."""
 
     def __init__(self, run_dir: Path, tasks_dir: Path, config: ShellTrainConfig) -> None:
-        self.plane = ControlPlane(run_dir, ControlConfig() if not (run_dir / "control.db").exists() else None)
+        new_run = not (run_dir / "control.db").exists()
+        # A bad --init-from fails before the run directory exists, so fixing it does not need a new --run.
+        start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
+        self.plane = ControlPlane(run_dir, ControlConfig() if new_run else None)
         self.config = _resolve_config(self.plane, config)
         self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
         self.tasks = load_tasks(tasks_dir, split="train")
@@ -169,17 +202,19 @@ class ShellTraining:
         self.sandbox = Sandbox(self.config.env.sandbox)  # one sandbox shared by every environment worker
         torch.set_num_threads(self.config.torch_threads)
         torch.manual_seed(self.config.seed)
-        self.policy, self.trainer = self._student()
+        self.policy, self.trainer = self._student(start)
 
     def make_env(self) -> Env:
         return ShellBugfixEnv(self.config.env, sandbox=self.sandbox)
 
-    def _student(self) -> tuple[Policy, Trainer]:
+    def _student(self, start: tuple[Policy, str] | None) -> tuple[Policy, Trainer]:
         lineage = self.plane.state.lineage
         if lineage.active is None:
-            policy = make_student(self.config.student, seed=self.config.seed)
+            policy, source = start or (make_student(self.config.student, seed=self.config.seed), None)
             trainer = Trainer(policy, self.config.trainer)
             tensors, meta = trainer.state_tensors()
+            if source is not None:
+                meta["init_from"] = source
             self.plane.save_checkpoint("ckpt-0000", tensors, meta, config_hash=self.config.config_hash(),
                                        env_versions={"shell": "bugfix-v1"})
             self.plane.initialize("ckpt-0000")
@@ -209,10 +244,12 @@ class ShellTraining:
 
     def warm_start(self, progress: Progress | None = None) -> EpochReport | None:
         """Distillation from oracle demonstrations (:mod:`aios_rl.campaign.demos`): the reference fix at each
-        training task's opening state, and revert-then-fix after a wrong patch."""
+        training task's opening state, and revert-then-fix after a wrong patch. Fresh students only (not
+        with ``init_from``), once per run."""
         # Demonstrations are the oracle's ground truth: only when the oracle is the primary teacher.
         primary = teacher_backends(self.config.teacher)[:1]
-        if primary != ["oracle"] or self.config.warm_start_epochs == 0 or self._done_labels().count("warm_start"):
+        wanted = primary == ["oracle"] and self.config.init_from is None and self.config.warm_start_epochs > 0
+        if not wanted or "warm_start" in self._done_labels():
             return None
         demonstrations, stats = oracle_warm_start(
             self.trainer, self.tasks, self.make_env, seed=self.config.seed, passes=self.config.warm_start_epochs,

@@ -30,6 +30,10 @@ def train(
         "(default: uniform-<group size>)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed for tasks, rollouts and initialisation."),
+    init_from: str | None = typer.Option(
+        None, "--init-from", help="Start from another run's checkpoint: RUN_DIR (its active one) or "
+        "RUN_DIR:CHECKPOINT (active, last_stable, initial or an id); no warm start then."
+    ),
     config: Path | None = typer.Option(None, "--config", help="YAML file with any ShellTrainConfig fields."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary at the end."),
 ) -> None:
@@ -43,7 +47,7 @@ def train(
     overrides = {
         "epochs": epochs, "student.kind": student, "student.model_path": model, "trainer.algo": algo,
         "teacher": teacher, "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
-        "group_size": group_size, "seed": seed, "allocator": allocator,
+        "group_size": group_size, "seed": seed, "allocator": allocator, "init_from": init_from,
     }
     cfg = load_config(ShellTrainConfig, config, overrides)
     training = ShellTraining(run, tasks, cfg)

@@ -158,6 +158,24 @@ class ControlPlane:
             raise StorageError(f"checkpoint {checkpoint_id} is not registered in {self.store.path}")
         return self.checkpoints.load(checkpoint_id, sha256=record.sha256, meta_sha256=record.meta_sha256)
 
+    def resolve_checkpoint(self, name: str) -> str:
+        """``active``, ``last_stable``, ``pre_update_ref``, ``initial`` or an id → a registered checkpoint id.
+
+        Raises:
+            StorageError: no such checkpoint in this run (the message lists the known ones).
+        """
+        lineage = self.state.lineage
+        if name in ("active", "last_stable", "pre_update_ref"):
+            found = getattr(lineage, name)
+        elif name == "initial":
+            found = next((c.checkpoint_id for c in lineage.checkpoints.values() if c.parent is None), None)
+        else:
+            found = name if name in lineage.checkpoints else None
+        if found is None:
+            known = ", ".join(lineage.checkpoints) or "none"
+            raise StorageError(f"checkpoint {name!r} not found in {self.run_dir} (known: {known})")
+        return found
+
     def initialize(self, checkpoint_id: str) -> ControlState:
         return self.emit("lineage.initialized", {"checkpoint_id": checkpoint_id})
 

@@ -1,0 +1,62 @@
+"""`shell train --init-from RUN[:CHECKPOINT]` starts a new run from another run's checkpoint."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+from aios_rl.contracts.errors import ConfigError, StorageError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+from test_env import make_task  # noqa: E402
+
+
+def _weights(training: ShellTraining) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in training.policy.state_dict().items()}
+
+
+def test_a_run_starts_from_another_runs_checkpoint_without_a_second_warm_start(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=2)
+    first = ShellTraining(tmp_path / "first", tasks, config)
+    fresh = _weights(first)
+    assert first.warm_start() is not None
+    warmed = _weights(first)
+    first.close()
+    assert any(not torch.equal(fresh[k], warmed[k]) for k in fresh)
+
+    for spec in (f"{tmp_path / 'first'}", f"{tmp_path / 'first'}:ckpt-0001", f"{tmp_path / 'first'}:active"):
+        run = tmp_path / f"second-{len(spec)}"
+        second = ShellTraining(run, tasks, config.model_copy(update={"init_from": spec}))
+        try:
+            assert all(torch.equal(warmed[k], v) for k, v in _weights(second).items())
+            assert second.warm_start() is None
+            _, meta = second.plane.load_checkpoint("ckpt-0000")
+            assert meta["init_from"] == f"{tmp_path / 'first'}:ckpt-0001"
+        finally:
+            second.close()
+    initial = ShellTraining(tmp_path / "third", tasks,
+                            config.model_copy(update={"init_from": f"{tmp_path / 'first'}:initial"}))
+    assert all(torch.equal(fresh[k], v) for k, v in _weights(initial).items())
+    initial.close()
+
+
+def test_bad_sources_are_clear_errors(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0)
+    ShellTraining(tmp_path / "first", tasks, config).close()
+    with pytest.raises(ConfigError, match="not a run directory"):
+        ShellTraining(tmp_path / "a", tasks, config.model_copy(update={"init_from": str(tmp_path / "nowhere")}))
+    with pytest.raises(StorageError, match="ckpt-0009"):
+        ShellTraining(tmp_path / "b", tasks, config.model_copy(update={"init_from": f"{tmp_path / 'first'}:ckpt-0009"}))
+    lm = ShellTrainConfig.model_validate({"epochs": 1, "student": {"kind": "causal-lm"},
+                                          "init_from": str(tmp_path / "first")})
+    with pytest.raises(ConfigError, match="holds a compact student"):
+        ShellTraining(tmp_path / "c", tasks, lm)
+    assert not any((tmp_path / name).exists() for name in "abc")  # fixing the source needs no new --run
