@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from aios_rl.algos.advantages import (
+    anchor_step_advantages,
+    discounted_returns,
     dr_grpo_advantages,
     gae,
     group_reward_std,
@@ -269,3 +271,52 @@ def test_group_functions_reject_bad_inputs(fn):
         fn(torch.zeros(3), torch.zeros(3))
     with pytest.raises(TrainingError, match="floating-point"):
         fn(torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long))
+
+
+# ---------------------------------------------------------------- GiGPO step level
+
+
+def ref_returns(rewards, dones, gamma):
+    out, running = [0.0] * len(rewards), 0.0
+    for t in reversed(range(len(rewards))):
+        running = rewards[t] + (0.0 if dones[t] else gamma * running)
+        out[t] = running
+    return out
+
+
+def ref_anchor(returns, anchors):
+    out = []
+    for i, a in enumerate(anchors):
+        members = [returns[j] for j in range(len(anchors)) if anchors[j] == a]
+        out.append(returns[i] - sum(members) / len(members))
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_step_returns_and_anchor_advantages_match_plain_loops(seed: int) -> None:
+    rng = random.Random(seed)
+    lengths = [rng.randint(1, 6) for _ in range(rng.randint(1, 7))]
+    dones = [k == n - 1 for n in lengths for k in range(n)]
+    rewards = [rng.uniform(-1, 1) for _ in dones]
+    gamma = rng.choice([0.0, 0.5, 0.95, 1.0])
+    got = discounted_returns(torch.tensor(rewards), torch.tensor(dones), gamma)
+    assert got.tolist() == pytest.approx(ref_returns(rewards, dones, gamma), abs=1e-5)
+    anchors = [rng.randrange(4) for _ in dones]
+    adv = anchor_step_advantages(got, torch.tensor(anchors))
+    assert adv.tolist() == pytest.approx(ref_anchor(got.tolist(), anchors), abs=1e-5)
+
+
+def test_anchor_advantages_by_hand_and_errors() -> None:
+    # Three episodes from one opening state: fix at once (1 step), fix after a wrong patch (2), failure (2).
+    rewards = torch.tensor([1.0, 0.0, 1.0, 0.0, -1.0])
+    dones = torch.tensor([True, False, True, False, True])
+    returns = discounted_returns(rewards, dones, 0.5)
+    assert returns.tolist() == [1.0, 0.5, 1.0, -0.5, -1.0]
+    anchors = torch.tensor([0, 0, 1, 0, 2])  # the opening state is shared (mean return 1/3); later ones are not
+    assert anchor_step_advantages(returns, anchors).tolist() == pytest.approx([2 / 3, 1 / 6, 0.0, -5 / 6, 0.0])
+    with pytest.raises(TrainingError):
+        discounted_returns(rewards, torch.tensor([True, False, True, False, False]), 0.5)  # unfinished episode
+    with pytest.raises(TrainingError):
+        discounted_returns(rewards, dones, 1.5)
+    with pytest.raises(TrainingError):
+        anchor_step_advantages(returns, torch.tensor([0.0, 0, 1, 0, 2]))

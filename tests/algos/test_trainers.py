@@ -74,6 +74,22 @@ def test_grpo_learns_the_rewarded_action() -> None:
     assert start < 0.35 and end > start + 0.3
 
 
+def test_step_advantages_credit_the_faster_fix_at_a_shared_opening_state() -> None:
+    """All episodes succeed, so episode-level GRPO has nothing to learn; GiGPO's step level prefers the
+    opening action that fixed at once over the one that needed a second step."""
+    episodes = [episode(0, ["patch fix-0-0"], 1.0), episode(0, ["patch fix-0-1", "patch fix-0-0"], 1.0)] * 2
+    gains = {}
+    for coef in (0.0, 1.0):
+        policy = CompactStudent(SMALL)
+        config = TrainerConfig(lr=3e-3, minibatch_size=16, entropy_coef=0.0, step_advantage_coef=coef, step_gamma=0.5)
+        trainer = Trainer(policy, config)
+        start = prob_of(policy, 0, "patch fix-0-0")
+        for i in range(10):
+            grpo_update(trainer, episodes, [0] * 4, generator=torch.Generator().manual_seed(i))
+        gains[coef] = prob_of(policy, 0, "patch fix-0-0") - start
+    assert gains[0.0] == pytest.approx(0.0, abs=1e-6) and gains[1.0] > 0.2, gains
+
+
 def test_ppo_loss_decreases_on_a_fixed_batch_and_learns() -> None:
     policy = CompactStudent(SMALL)
     trainer = Trainer(policy, TrainerConfig(algo="ppo", lr=3e-3, minibatch_size=64, update_epochs=1))

@@ -1,4 +1,4 @@
-"""Advantage estimators as pure tensor functions: GAE, GRPO, Dr. GRPO and RLOO.
+"""Advantage estimators as pure tensor functions: GAE, GRPO, Dr. GRPO, RLOO and GiGPO's step level.
 
 Conventions (verl ``core_algos.py`` style): tensors in, tensors out, no module state, no autograd (every
 result is detached). Step-level tensors are batch-major ``(B, T)``; group estimators take one scalar
@@ -21,6 +21,8 @@ __all__ = [
     "rloo_advantages",
     "group_reward_std",
     "zero_variance_groups",
+    "discounted_returns",
+    "anchor_step_advantages",
 ]
 
 
@@ -159,6 +161,67 @@ def rloo_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
     centered, counts, _, _ = _group_centered(rewards, group_ids)  # (N,), (N,)
     scale = torch.where(counts > 1, counts / (counts - 1).clamp_min(1.0), torch.zeros_like(counts))  # (N,)
     return scale * centered
+
+
+def discounted_returns(rewards: Tensor, dones: Tensor, gamma: float) -> Tensor:
+    """Return-to-go of each step, ``G_t = r_t + gamma * G_{t+1}``, restarting after each ``done``.
+
+    Args:
+        rewards: step rewards of flattened episodes, shape ``(N,)``; each episode's steps contiguous and in
+            order, its last step marked in ``dones``.
+        dones: bool, shape ``(N,)``; the last step of the input must be a done.
+        gamma: discount in [0, 1].
+
+    Returns:
+        Returns, shape ``(N,)``, detached.
+
+    Raises:
+        TrainingError: mismatched shapes, an unfinished last episode or ``gamma`` outside [0, 1].
+
+    Example:
+        >>> discounted_returns(torch.tensor([0.0, 0.0, 1.0, 2.0]), torch.tensor([False, False, True, True]),
+        ...                    0.5).tolist()
+        [0.25, 0.5, 1.0, 2.0]
+    """
+    _same_shape("discounted_returns", rewards=rewards, dones=dones)
+    if rewards.dim() != 1 or rewards.shape[0] == 0 or not bool(dones[-1]):
+        raise TrainingError("discounted_returns needs (N,) steps, N >= 1, whose last step is a done")
+    if not 0.0 <= gamma <= 1.0:
+        raise TrainingError(f"gamma must be in [0, 1], got {gamma}")
+    r, keep = rewards.detach(), (~dones).to(rewards.dtype)
+    out = torch.empty_like(r)
+    running = torch.zeros((), dtype=r.dtype)
+    for t in range(r.shape[0] - 1, -1, -1):  # one backward scan; episodes are a few dozen steps
+        running = r[t] + gamma * running * keep[t]
+        out[t] = running
+    return out
+
+
+def anchor_step_advantages(returns: Tensor, anchor_ids: Tensor) -> Tensor:
+    """GiGPO's step-level advantage: a step's return minus the mean return of its anchor-state group.
+
+    An anchor group holds the steps, across the episodes of one task's group, taken from the *same*
+    observation (the caller hashes it). A step alone in its anchor group gets 0: nothing to compare with.
+    verl-agent's default ``mean_norm`` (no std division); combined as ``A = A_episode + w * A_step``.
+
+    Args:
+        returns: discounted return of each step (:func:`discounted_returns`), shape ``(N,)``.
+        anchor_ids: integer anchor group per step, shape ``(N,)``.
+
+    Returns:
+        Advantages, shape ``(N,)``, detached.
+
+    Raises:
+        TrainingError: on empty input, mismatched shapes or non-integer ids.
+
+    Example:
+        >>> anchor_step_advantages(torch.tensor([1.0, 0.5, -1.0]), torch.tensor([0, 0, 1])).tolist()
+        [0.25, -0.25, 0.0]
+    """
+    # Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training",
+    # https://arxiv.org/abs/2505.10978 (verl-agent gigpo/core_gigpo.py).
+    centered, _, _, _ = _group_centered(returns, anchor_ids)  # singletons centre to exactly 0
+    return centered
 
 
 def group_reward_std(rewards: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor]:

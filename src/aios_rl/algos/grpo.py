@@ -3,8 +3,12 @@
 GRPO: Shao et al. 2024 (https://arxiv.org/abs/2402.03300); Dr. GRPO: Liu et al. 2025
 (https://arxiv.org/abs/2503.20783); RLOO: Ahmadian et al. 2024 (https://arxiv.org/abs/2402.14740).
 Group advantages come from each task's group of episodes; every step of an episode shares its episode's
-advantage. Ratios are taken on the action's summed log-probability (sequence level), which for the
-compact student is the candidate's log-probability and for LM students the sum over the action's tokens.
+advantage, plus, with ``step_advantage_coef`` > 0, GiGPO's step-level term (Feng et al. 2025,
+https://arxiv.org/abs/2505.10978): steps taken from the same observation within a group are compared by
+their discounted return, which credits the action at a shared state (a task's opening state, in the
+shell) rather than the whole episode. Ratios are taken on the action's summed log-probability
+(sequence level), which for the compact student is the candidate's log-probability and for LM students the
+sum over the action's tokens.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import DistillBatch, NegativeBatch, evaluate_steps, flatten_episodes
+from aios_rl.algos.batch import DistillBatch, NegativeBatch, StepBatch, evaluate_steps, flatten_episodes
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.contracts.errors import TrainingError
@@ -46,6 +50,10 @@ def grpo_update(
     episode_adv = ESTIMATORS[cfg.advantage](rewards, groups)  # (E,)
     batch = flatten_episodes(episodes)
     adv = episode_adv[batch.episode_index]  # (N,) each step carries its episode's advantage
+    if cfg.step_advantage_coef > 0:
+        returns = advantages.discounted_returns(batch.rewards, batch.dones, cfg.step_gamma)  # (N,)
+        anchors = anchor_ids(batch, groups[batch.episode_index].tolist())  # (N,)
+        adv = adv + cfg.step_advantage_coef * advantages.anchor_step_advantages(returns, anchors)
 
     # Old logprobs are recomputed under the current weights (not the tempered sampling logprobs), so the
     # first minibatch has ratio exactly 1 and the clip acts on what the update itself changes. An LM
@@ -72,6 +80,17 @@ def grpo_update(
         loss = loss + trainer.auxiliary_loss(distill, negative, reference, stats)
         trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)
     return trainer.finish(stats)
+
+
+def anchor_ids(batch: StepBatch, group_of_step: Sequence[int]) -> torch.Tensor:
+    """One integer per step; equal for steps of the same group taken from an identical observation (its
+    environment, text and candidates), GiGPO's anchor states."""
+    index: dict[tuple, int] = {}
+    ids = []
+    for group, environment, obs in zip(group_of_step, batch.environments, batch.observations, strict=True):
+        key = (group, environment, obs.text, tuple(obs.candidates))
+        ids.append(index.setdefault(key, len(index)))
+    return torch.tensor(ids, dtype=torch.long)
 
 
 def offline_update(

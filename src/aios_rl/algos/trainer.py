@@ -41,6 +41,11 @@ class TrainerConfig(ConfigModel):
     value_clip: float | None = Field(default=None, description="PPO value clipping range (None: unclipped).")
     gamma: float = Field(default=1.0, gt=0, le=1, description="Discount for GAE.")
     lam: float = Field(default=0.95, ge=0, le=1, description="GAE lambda.")
+    step_advantage_coef: float = Field(
+        default=0.0, ge=0, description="GRPO family: weight w of GiGPO's step-level advantage (steps from the same "
+        "observation within a task's group compared by discounted return); A = A_episode + w * A_step. 0: off.",
+    )
+    step_gamma: float = Field(default=0.95, ge=0, le=1, description="Discount of the step-level returns (GiGPO).")
     distill_coef: float = Field(default=1.0, ge=0, description="Weight of cross-entropy toward teacher actions.")
     negative_kl_coef: float = Field(default=0.5, ge=0, description="Weight of the negative-lane KL term.")
     max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
