@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.protocols import Allocator as AllocatorProtocol
 from aios_rl.rollout.allocators import (
     ALLOCATOR_KINDS,
     AllocatorConfig,
@@ -50,6 +51,7 @@ def test_every_kind_parses_with_a_size(kind, n):
     assert parse_allocator_name(f"{kind}-{n}") == (kind, n)
     allocator = make_allocator(f"{kind}-{n}")
     assert allocator.kind == kind and allocator.n == n and allocator.name == f"{kind}-{n}"
+    assert isinstance(allocator, AllocatorProtocol)
 
 
 @given(st.text(max_size=20))

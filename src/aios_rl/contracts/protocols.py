@@ -74,9 +74,34 @@ class TaskSource(Protocol):
 
 
 @runtime_checkable
+@runtime_checkable
 class Allocator(Protocol):
-    """Decides how many rollouts a task group gets, where to branch and under which regime."""
+    """Decides how many rollouts a task group gets, where to branch and under which regime.
 
-    name: str
+    The rollout engine (``rollout/engine.py``) calls these in order: ``plan_batch`` once per batch, then,
+    as rollouts run, ``branch`` at each anchor (a step after environment feedback) and ``expand`` between
+    expansion rounds, ``record_gain`` when a branch's rollouts are rewarded, and ``finish_group`` when a
+    task's group is done (keep it, drop it, or resample). Every rollout a method returns is already
+    reserved from the budget passed in. The plan records (``GroupPlan``, ``Anchor``, ``BranchPlan``,
+    ``TrajectoryShape``, ``Expansion``, ``GroupResult``, ``GroupVerdict``) and the budget live in
+    ``rollout/allocators.py``; the base class there implements the no-branching default (GRPO-N).
+    """
 
-    def plan(self, task: Task, budget_left: int) -> Any: ...
+    name: str  # e.g. "uniform-16", "rail"
+    forks: bool  # True: may branch or expand, so the engine keeps environment snapshots
+
+    def plan_batch(self, task_ids: Sequence[str], budget: Any) -> dict[str, Any]: ...
+
+    def branch(self, anchor: Any, budget: Any) -> Any | None: ...
+
+    def expand(self, trajectories: Sequence[Any], round_: int, budget: Any) -> list[Any]: ...
+
+    def record_gain(self, plan: Any, base_rewards: Sequence[float], branch_rewards: Sequence[float]) -> float: ...
+
+    def finish_group(self, result: Any, budget: Any) -> Any: ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
