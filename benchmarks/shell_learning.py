@@ -67,7 +67,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=Path, default=None, help="an existing task set (default: generate --count into OUT/tasks)")
     parser.add_argument("--configs", default="rl,distill,distill+rl", help="subset of: rl, distill, distill+rl")
     parser.add_argument("--no-baselines", action="store_true", help="skip the uniform and untrained evaluations")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="print one table over these results-*.json files (seeds run in parallel) and exit")
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge)
+        return
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     tasks_dir = args.tasks or args.out / "tasks"
@@ -115,16 +120,36 @@ def main() -> None:
 
     print(f"\nshell learning benchmark: {args.seeds} seed(s), {args.epochs} epochs x {args.tasks_per_epoch} tasks "
           f"x group {args.group_size}, {args.count} generated tasks")
-    print(f"{'policy':<28}{'holdout %':>16}{'unseen mutants %':>20}{'unseen repos %':>18}{'train min':>11}")
-    for name, scores in rows.items():
-        mins = f"{statistics.mean(minutes[name]):.1f}" if name in minutes else "-"
-        print(f"{name:<28}{fmt(scores['holdout']):>16}{fmt(scores.get('unseen_mutants', [])):>20}"
-              f"{fmt(scores.get('unseen_repos', [])):>18}{mins:>11}")
+    print_table(rows, minutes)
     suffix = args.configs.replace(",", "_").replace("+", "-")
     seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
     (args.out / f"results-{suffix}-{seeds}.json").write_text(json.dumps({"rows": rows, "train_minutes": minutes, "args": vars(args)},
                                                       indent=2, default=str))
 
+
+def print_table(rows: dict[str, dict[str, list[float]]], minutes: dict[str, list[float]]) -> None:
+    print(f"{'policy':<28}{'holdout %':>16}{'unseen mutants %':>20}{'unseen repos %':>18}{'train min':>11}")
+    for name, scores in rows.items():
+        mins = f"{statistics.mean(minutes[name]):.1f}" if name in minutes else "-"
+        print(f"{name:<28}{fmt(scores['holdout']):>16}{fmt(scores.get('unseen_mutants', [])):>20}"
+              f"{fmt(scores.get('unseen_repos', [])):>18}{mins:>11}")
+
+
+def merge(files: list[Path]) -> None:
+    """One table over the results files of runs split by seed (``--first-seed``), run in parallel."""
+    rows: dict[str, dict[str, list[float]]] = {}
+    minutes: dict[str, list[float]] = {}
+    seeds = []
+    for file in files:
+        data = json.loads(file.read_text())
+        seeds += range(int(data["args"]["first_seed"]), int(data["args"]["first_seed"]) + int(data["args"]["seeds"]))
+        for name, scores in data["rows"].items():
+            for key, values in scores.items():
+                rows.setdefault(name, {}).setdefault(key, []).extend(values)
+        for name, values in data["train_minutes"].items():
+            minutes.setdefault(name, []).extend(values)
+    print(f"shell learning benchmark, merged: seeds {sorted(seeds)} from {len(files)} file(s)")
+    print_table(rows, minutes)
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,8 +101,49 @@ def inside(repo: Path, path: str) -> Path | None:
     return target if target.is_relative_to(repo.resolve()) else None
 
 
+WORKDIR_PREFIX = "aios-rl-shell-"
+STALE_AFTER_S = 300.0
+_swept_roots: set[Path] = set()
+
+
 def new_workdir(work_root: str | None) -> Path:
-    """A fresh private directory for one episode's working copy (under ``work_root`` or the temp dir)."""
-    if work_root is not None:
-        Path(work_root).mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="aios-rl-shell-", dir=work_root))
+    """A fresh private directory for one episode's working copy (under ``work_root`` or the temp dir).
+
+    Its name carries the owning process id. A process killed with SIGKILL cannot remove its working
+    copies; the first call in each process sweeps those left under the same root by dead processes
+    (:func:`sweep_stale_workdirs`).
+    """
+    root = Path(work_root) if work_root is not None else Path(tempfile.gettempdir())
+    root.mkdir(parents=True, exist_ok=True)
+    if root not in _swept_roots:
+        _swept_roots.add(root)
+        sweep_stale_workdirs(root)
+    return Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-", dir=root))
+
+
+def sweep_stale_workdirs(root: Path, min_age_s: float = STALE_AFTER_S) -> int:
+    """Remove working copies under ``root`` whose owning process is gone and that are older than
+    ``min_age_s`` (the age guards against a process of another PID namespace sharing the directory).
+    Returns how many were removed."""
+    removed = 0
+    now = time.time()
+    for entry in root.glob(f"{WORKDIR_PREFIX}*-*"):
+        pid = entry.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        try:
+            old = now - entry.lstat().st_mtime >= min_age_s
+        except OSError:
+            continue
+        if pid.isdigit() and old and entry.is_dir() and not entry.is_symlink() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += not entry.exists()
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
