@@ -109,9 +109,22 @@ def test_step_penalty_never_flips_sign() -> None:
     assert r.total == pytest.approx(-0.5)
 
 
+def test_invalid_actions_are_penalised_per_step_under_the_sign_rule() -> None:
+    cfg = RewardConfig(step_penalty=0.0, invalid_action_penalty=0.1)
+    assert fuse_reward("failure", None, 5, cfg, n_invalid=3).total == pytest.approx(-1.3)
+    assert fuse_reward("blocked", None, 5, cfg, n_invalid=2).step_penalty == pytest.approx(0.2)
+    r = fuse_reward("success", None, 12, cfg, n_invalid=12)  # capped: a success stays a success
+    assert r.step_penalty == pytest.approx(0.95) and r.total == pytest.approx(0.05)
+    both = fuse_reward("failure", None, 4, RewardConfig(step_penalty=0.05), n_invalid=1)
+    assert both.step_penalty == pytest.approx(0.05 * 4 + 0.1)  # default invalid-action penalty 0.1
+    assert fuse_reward("failure", None, 4, cfg).total == -1.0  # none flagged: nothing taken
+
+
 def test_negative_steps_rejected() -> None:
     with pytest.raises(ContractError, match="n_steps"):
         fuse_reward("success", None, -1)
+    with pytest.raises(ContractError, match="n_invalid"):
+        fuse_reward("success", None, 2, n_invalid=3)
 
 
 def test_config_validation() -> None:
@@ -145,7 +158,7 @@ def test_every_field_has_a_description() -> None:
 def test_sign_never_flips_property(
     outcome: str, shaping: float, status: str, n_steps: int, step_penalty: float, weight: float, margin: float
 ) -> None:
-    cfg = RewardConfig(shaping_weight=weight, step_penalty=step_penalty, sign_margin=margin)
+    cfg = RewardConfig(shaping_weight=weight, step_penalty=step_penalty, sign_margin=margin, invalid_action_penalty=0.0)
     r = fuse_reward(outcome, teacher(shaping, status), n_steps, cfg)
     assert math.isclose(r.total, r.terminal + r.shaping - r.step_penalty, abs_tol=1e-12)
     assert abs(r.shaping) <= weight + 1e-12

@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from aios_rl.contracts.episode import DecodingRegime, Observation, StepResult, Task, Verification
+from aios_rl.contracts.episode import DecodingRegime, Episode, Observation, Step, StepResult, Task, Verification
+from aios_rl.control.reward import RewardConfig
 from aios_rl.policy.base import ActionSample
 from aios_rl.rollout.allocators import AllocatorConfig, RolloutBudget, make_allocator
 from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.engine import RolloutEngine
 from aios_rl.rollout.rail import RailConfig
 from aios_rl.rollout.rail_features import CONTEXT_DIM, reward_variance
-from aios_rl.rollout.runner import run_group
+from aios_rl.rollout.runner import finalize, run_group
 
 LENGTH = 4
 MOVES = ["good", "bad", "idle"]
@@ -251,3 +252,14 @@ def test_live_decisions_are_counted_per_arm() -> None:
     assert d["rail/live_decisions"] == d["rail/decisions"] > 0 and sum(shares.values()) == pytest.approx(1)
     plans = round(d["rail/live_decisions"] * (1 - shares["none"]))
     assert plans == engine.allocator.controller.n_traces > 0  # every live branching decision was realized
+
+
+def test_finalize_charges_the_invalid_action_penalty_per_flagged_step() -> None:
+    task = Task(environment="toy", task_id="t0", family="toy", split="train", prompt="p", spec={})
+    steps = [Step(observation=Observation(text="o"), action=a, logprob=0.0, entropy=0.0,
+                  info={"invalid_action": a == "garbage"}) for a in ("garbage", "ok", "garbage")]
+    episode = Episode(environment="toy", task_id="t0", trajectory=steps, outcome="failure", reward=0.0,
+                      env_reward=0.0, policy_version="v0")
+    fused = finalize(episode, task, None, RewardConfig(invalid_action_penalty=0.25))
+    assert fused.reward == pytest.approx(-1.5) and fused.reward_components.step_penalty == pytest.approx(0.5)
+    assert finalize(episode, task, None, RewardConfig(invalid_action_penalty=0.0)).reward == -1.0

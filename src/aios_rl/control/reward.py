@@ -2,7 +2,7 @@
 
 ARCHITECTURE §5: terminal reward by outcome (``success`` +1, ``partial`` +0.25, ``blocked`` 0, ``failure``
 −1), plus teacher shaping scaled to at most ±``shaping_weight``, never flipping the sign of a non-zero
-terminal reward, minus a configurable per-step penalty. The fused total and each component are stored on
+terminal reward, minus a configurable per-step penalty and a penalty per invalid action. The fused total and each component are stored on
 the episode (:class:`~aios_rl.contracts.episode.RewardComponents`), and the components always add up:
 ``total == terminal + shaping - step_penalty`` with the *effective* (post-clamp) shaping and penalty.
 
@@ -39,6 +39,10 @@ class RewardConfig(ConfigModel):
         default=0.2, ge=0.0, description="Largest magnitude of the teacher shaping term (weight x shaping)."
     )
     step_penalty: float = Field(default=0.0, ge=0.0, description="Reward subtracted per trajectory step.")
+    invalid_action_penalty: float = Field(
+        default=0.1, ge=0.0, description="Reward subtracted per step the environment flagged "
+        "info['invalid_action'] (an unparseable or refused action, e.g. an LM's answer with no JSON action).",
+    )
     sign_margin: float = Field(
         default=0.05,
         gt=0.0,
@@ -91,14 +95,19 @@ def shaping_term(teacher: TeacherSignal | None, config: RewardConfig) -> float:
 
 
 def fuse_reward(
-    outcome: Outcome, teacher: TeacherSignal | None, n_steps: int, config: RewardConfig | None = None
+    outcome: Outcome,
+    teacher: TeacherSignal | None,
+    n_steps: int,
+    config: RewardConfig | None = None,
+    n_invalid: int = 0,
 ) -> RewardComponents:
     """Fuse the terminal reward, the teacher's shaping and the step penalty into one reward.
 
     Rules, in order:
 
     1. ``terminal`` from the outcome; ``shaping = weight * teacher.shaping`` clipped to ±weight when the
-       teacher's status is usable, else 0; ``penalty = step_penalty * n_steps``.
+       teacher's status is usable, else 0; ``penalty = step_penalty * n_steps + invalid_action_penalty *
+       n_invalid``.
     2. terminal > 0: shaping is raised to at least ``sign_margin - terminal``, then the penalty is capped at
        ``terminal + shaping - sign_margin``, so ``total >= sign_margin``.
     3. terminal < 0: shaping is lowered to at most ``-sign_margin - terminal``, so ``total <= -sign_margin``;
@@ -114,6 +123,7 @@ def fuse_reward(
         outcome: the episode outcome.
         teacher: the teacher's signal about the episode, or None when no teacher ran.
         n_steps: number of steps in the trajectory (>= 0).
+        n_invalid: how many of them the environment flagged as invalid actions (0 <= n_invalid <= n_steps).
         config: reward settings; defaults to :class:`RewardConfig` ().
 
     Returns:
@@ -121,7 +131,7 @@ def fuse_reward(
         amount subtracted and ``total == terminal + shaping - step_penalty``.
 
     Raises:
-        ContractError: ``n_steps`` is negative.
+        ContractError: ``n_steps`` is negative, or ``n_invalid`` is outside [0, n_steps].
 
     Example:
         >>> fuse_reward("success", TeacherSignal(status="complete", backend="oracle", shaping=-1.0), 3).total
@@ -129,10 +139,12 @@ def fuse_reward(
     """
     if n_steps < 0:
         raise ContractError(f"fuse_reward: n_steps must be >= 0, got {n_steps}")
+    if not 0 <= n_invalid <= n_steps:
+        raise ContractError(f"fuse_reward: n_invalid must be in [0, n_steps={n_steps}], got {n_invalid}")
     config = config if config is not None else RewardConfig()
     terminal = terminal_reward(outcome, config)
     raw_shaping = shaping = shaping_term(teacher, config)
-    raw_penalty = penalty = config.step_penalty * n_steps
+    raw_penalty = penalty = config.step_penalty * n_steps + config.invalid_action_penalty * n_invalid
     margin = config.sign_margin
     if terminal > 0:
         shaping = max(shaping, margin - terminal)

@@ -9,7 +9,7 @@ Two ways to act, chosen by ``CausalLMStudentConfig.mode``:
 - ``"generate"``: the model writes its answer token by token (temperature/top-p) until EOS or
   ``max_new_tokens``. ``ActionSample.action`` is the raw generated text, whether or not it parses: the
   environment extracts the JSON action with :func:`~aios_rl.policy.lm_prompt.parse_action_json` and
-  reports an invalid action (where ``invalid_action_penalty`` applies) when it is None. Keeping the raw
+  reports an invalid action (where ``reward.invalid_action_penalty`` applies) when it is None. Keeping the raw
   text is what lets :meth:`CausalLMStudent.evaluate` re-score exactly what was sampled.
 
 Token records (``token_ids`` / ``token_logprobs`` / ``loss_mask``) hold the answer tokens only, EOS
@@ -84,9 +84,6 @@ class CausalLMStudentConfig(ConfigModel):
         default="cpu",
         pattern=r"^(cpu|auto|cuda(:\d+)?)$",
         description="cpu, cuda[:N], or auto (cuda when available).",
-    )
-    invalid_action_penalty: float = Field(
-        default=0.1, ge=0.0, description="Reward the env/trainer subtracts for an answer with no JSON action."
     )
     forward_batch_size: int = Field(
         default=16, gt=0, description="Prompt+answer sequences per forward pass; lower it to save memory."

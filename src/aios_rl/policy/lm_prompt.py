@@ -80,7 +80,7 @@ def parse_action_json(text: str) -> dict[str, Any] | None:
     Tolerates what models wrap around the object: code fences, leading prose, trailing text. Objects
     without an ``"action"`` key are skipped. Returns None for malformed JSON, for no object at all,
     and for an object whose only closing brace is missing — the environment then reports an invalid
-    action and the student's ``invalid_action_penalty`` applies.
+    action and ``reward.invalid_action_penalty`` applies in reward fusion.
 
     Example:
         >>> parse_action_json('```json\\n{"action": "stop"}\\n```')

@@ -289,7 +289,8 @@ def finalize(
             signal = teacher.signal(task, episode)
         except AiosRlError as exc:
             signal = TeacherSignal(status="failed_all_backends", backend="?", error=str(exc))
-    parts = fuse_reward(episode.outcome, signal, len(episode.trajectory), reward_config)
+    invalid = sum(bool(step.info.get("invalid_action")) for step in episode.trajectory)
+    parts = fuse_reward(episode.outcome, signal, len(episode.trajectory), reward_config, n_invalid=invalid)
     return episode.model_copy(
         update={
             "teacher_signal": signal,
