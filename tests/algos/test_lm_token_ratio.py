@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from aios_rl.algos.batch import DistillBatch, flatten_episodes
+from aios_rl.algos.batch import DistillBatch, flatten_episodes, negative_states
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
@@ -133,3 +133,24 @@ def test_distillation_of_a_generating_lm_is_the_target_text_cross_entropy(model_
     assert loss.item() == pytest.approx(float(-(torch.tensor([1.0, 0.5]) * logprobs).sum() / 2), rel=1e-5)
     loss.backward()  # reaches the model: the warm start trains a generating student
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in student.model.parameters())
+
+
+def test_negative_lane_kl_of_a_generating_student_is_zero_at_the_reference_and_grows_after_a_step(
+    model_dir: Path,
+) -> None:
+    torch.manual_seed(0)
+    student, reference = generating(model_dir), generating(model_dir)
+    reference.load_state_dict(student.state_dict())
+    episodes, _ = recorded_episodes(student)
+    negative = negative_states(episodes)
+    assert negative is not None and len(negative) == 4
+    trainer = Trainer(student, TrainerConfig(lr=1e-2, negative_kl_coef=1.0))
+    at_reference = UpdateStats()
+    trainer.auxiliary_loss(None, negative, reference, at_reference)
+    assert at_reference.negative_kl == pytest.approx(0.0, abs=1e-6)
+    with torch.no_grad():  # move the student away from the reference
+        for p in student.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    moved = UpdateStats()
+    loss = trainer.auxiliary_loss(None, negative, reference, moved)
+    assert moved.negative_kl > 1e-4 and loss.requires_grad

@@ -19,6 +19,7 @@ from aios_rl.algos.losses import (
     kl_k3,
     masked_log_softmax,
     negative_lane_kl,
+    negative_lane_kl_sampled,
     value_loss,
 )
 from aios_rl.contracts.errors import TrainingError
@@ -555,3 +556,31 @@ def test_negative_lane_kl_sgd_pulls_toward_reference_and_gradcheck():
     assert torch.autograd.gradcheck(lambda z: negative_lane_kl(z, r, m), (x,))
     with pytest.raises(TrainingError, match="shapes must match"):
         negative_lane_kl(x, r[:, :2], m)
+
+
+def ref_negative_lane_kl_sampled(logprobs, ref_logprobs, behavior, max_weight):
+    total = 0.0
+    for lp, rp, bp in zip(logprobs, ref_logprobs, behavior):
+        w = min(math.exp(rp - bp), max_weight)
+        r = math.exp(lp - rp)
+        total += w * (r - 1 - math.log(r))
+    return total / len(logprobs)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sampled_negative_lane_kl_matches_loop_reference_and_pulls_back(seed):
+    g = torch.Generator().manual_seed(seed)
+    n = 3 + seed
+    ref = -3 * torch.rand(n, generator=g, dtype=F64)
+    behavior = ref + 0.5 * torch.randn(n, generator=g, dtype=F64)
+    logprobs = (ref + torch.randn(n, generator=g, dtype=F64)).requires_grad_(True)
+    got = negative_lane_kl_sampled(logprobs, ref, behavior, max_weight=2.0)
+    expected = ref_negative_lane_kl_sampled(logprobs.tolist(), ref.tolist(), behavior.tolist(), 2.0)
+    assert got.item() == pytest.approx(expected, rel=1e-9) and got.item() > 0
+    got.backward()
+    # Each answer's gradient points back toward the reference's log-probability.
+    assert bool((torch.sign(logprobs.grad) == torch.sign(logprobs.detach() - ref)).all())
+    assert negative_lane_kl_sampled(ref.clone(), ref, behavior).item() == 0.0
+    assert negative_lane_kl_sampled(torch.zeros(0), torch.zeros(0), torch.zeros(0)).item() == 0.0
+    with pytest.raises(TrainingError):
+        negative_lane_kl_sampled(ref, ref[:-1], behavior)

@@ -122,23 +122,14 @@ class DistillBatch:
         return len(self.targets)
 
 
-@dataclass(frozen=True)
-class NegativeBatch:
-    """Negative-lane states: the update is penalised for moving away from the reference policy here."""
+def negative_states(episodes: Sequence[Episode]) -> StepBatch | None:
+    """The trainable steps of negative-lane episodes, or None when none has one.
 
-    observations: tuple[Observation, ...]  # (K,)
-    environments: tuple[str, ...]  # (K,)
-
-    def __len__(self) -> int:
-        return len(self.observations)
-
-
-def negative_states(episodes: Sequence[Episode]) -> NegativeBatch:
-    """Every candidate-bearing state visited by the given (negative-lane) episodes."""
-    obs, envs = [], []
-    for episode in episodes:
-        for step in episode.trajectory:
-            if step.observation.candidates:
-                obs.append(step.observation)
-                envs.append(episode.environment)
-    return NegativeBatch(tuple(obs), tuple(envs))
+    The update is penalised for moving away from the pre-update reference at these states: on the
+    candidate distribution for students that rank candidates, on the recorded answers (their tokens and
+    behaviour log-probabilities) for students that write them.
+    """
+    try:
+        return flatten_episodes(episodes)
+    except TrainingError:
+        return None

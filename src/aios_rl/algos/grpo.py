@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import DistillBatch, NegativeBatch, StepBatch, evaluate_steps, flatten_episodes
+from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, flatten_episodes
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.contracts.errors import TrainingError
@@ -38,7 +38,7 @@ def grpo_update(
     *,
     generator: torch.Generator,
     distill: DistillBatch | None = None,
-    negative: NegativeBatch | None = None,
+    negative: StepBatch | None = None,
     reference: Policy | None = None,
 ) -> UpdateStats:
     """One GRPO update on a fresh batch of grouped episodes (online)."""
@@ -100,7 +100,7 @@ def offline_update(
     *,
     generator: torch.Generator,
     distill: DistillBatch | None = None,
-    negative: NegativeBatch | None = None,
+    negative: StepBatch | None = None,
     reference: Policy | None = None,
 ) -> UpdateStats:
     """A policy-gradient update from replay-lane episodes collected by older checkpoints.

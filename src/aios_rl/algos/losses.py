@@ -13,6 +13,7 @@ Shapes: token/step tensors are ``(B, T)`` (or any shape for ``token-mean``); can
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +34,7 @@ __all__ = [
     "entropy_from_logits",
     "distillation_loss",
     "negative_lane_kl",
+    "negative_lane_kl_sampled",
 ]
 
 AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -379,6 +381,40 @@ def negative_lane_kl(logits: Tensor, ref_logits: Tensor, mask: Tensor) -> Tensor
     ref_p = torch.where(valid, ref_logp.exp(), 0.0)
     per_row = (ref_p * (ref_logp - logp)).sum(-1)  # (B,)
     return per_row.sum() / valid.any(-1).sum().clamp_min(1)
+
+
+def negative_lane_kl_sampled(
+    logprobs: Tensor, ref_logprobs: Tensor, behavior_logprobs: Tensor, max_weight: float = 10.0
+) -> Tensor:
+    """KL(pi_ref || pi_theta) estimated on recorded actions, for students that rank no candidates.
+
+    A student that writes its answers (an LM in generate mode) has no candidate distribution to compare,
+    so the negative-lane KL is estimated on the answers the episodes recorded, sampled from the behaviour
+    policy ``b``: ``mean(w * k3)`` with ``w = pi_ref(a) / b(a)`` (detached, clipped at ``max_weight``)
+    reweighting toward the reference's own samples, and ``k3 = r - 1 - log r``, ``r = pi_theta(a) /
+    pi_ref(a)``, which is >= 0 and exactly 0 where ``pi_theta(a) == pi_ref(a)``. Gradients flow only into
+    ``logprobs``; they pull each answer's probability back toward the reference's.
+
+    Args:
+        logprobs: current sequence log-probabilities of the recorded answers, shape ``(B,)``.
+        ref_logprobs: the reference's, same shape (detached).
+        behavior_logprobs: log-probabilities recorded at sampling time, same shape.
+        max_weight: upper clip of the importance weight.
+
+    Returns:
+        The scalar mean over rows (0, attached, for B = 0).
+
+    Raises:
+        TrainingError: on mismatched shapes.
+    """
+    _same_shape("negative_lane_kl_sampled", logprobs=logprobs, ref_logprobs=ref_logprobs,
+                behavior_logprobs=behavior_logprobs)
+    if logprobs.numel() == 0:
+        return logprobs.sum()
+    log_r = (logprobs - ref_logprobs.detach()).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)  # (B,)
+    k3 = torch.exp(log_r) - 1.0 - log_r  # (B,)
+    log_w = (ref_logprobs.detach() - behavior_logprobs.detach()).clamp(max=math.log(max_weight))  # (B,)
+    return (torch.exp(log_w) * k3).mean()
 
 
 def _log_ref_ratio(where: str, logprobs: Tensor, ref_logprobs: Tensor, mask: Tensor | None) -> Tensor:

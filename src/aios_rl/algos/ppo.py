@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import DistillBatch, NegativeBatch, StepBatch, evaluate_steps, flatten_episodes
+from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, flatten_episodes
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.policy.base import Policy
@@ -43,7 +43,7 @@ def ppo_update(
     *,
     generator: torch.Generator,
     distill: DistillBatch | None = None,
-    negative: NegativeBatch | None = None,
+    negative: StepBatch | None = None,
     reference: Policy | None = None,
 ) -> UpdateStats:
     """One PPO update on a fresh batch of episodes (online)."""

@@ -16,7 +16,7 @@ import torch
 from pydantic import Field
 
 from aios_rl.algos import losses
-from aios_rl.algos.batch import DistillBatch, NegativeBatch
+from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.errors import PolicyError, TrainingError
 from aios_rl.policy.base import Policy
@@ -105,7 +105,7 @@ class Trainer:
     def auxiliary_loss(
         self,
         distill: DistillBatch | None,
-        negative: NegativeBatch | None,
+        negative: StepBatch | None,
         reference: Policy | None,
         stats: UpdateStats,
     ) -> torch.Tensor:
@@ -126,11 +126,13 @@ class Trainer:
             total = total + self.config.distill_coef * d_loss
             stats.distill_loss += d_loss.item()
         if negative is not None and len(negative) and reference is not None and self.config.negative_kl_coef > 0:
-            actions = [obs.candidates[0] for obs in negative.observations]  # any admissible action: logits only
-            ev = self.policy.evaluate(negative.observations, negative.environments, actions)
+            ev = evaluate_steps(self.policy, negative)
             with torch.no_grad():
-                ref = reference.evaluate(negative.observations, negative.environments, actions)
-            n_kl = losses.negative_lane_kl(ev.candidate_logits, ref.candidate_logits, ev.candidate_mask)
+                ref = evaluate_steps(reference, negative)
+            if ev.candidate_mask.shape[1] == 0:  # a student that writes its answers: on the recorded ones
+                n_kl = losses.negative_lane_kl_sampled(ev.logprobs, ref.logprobs, negative.behavior_logprobs)
+            else:
+                n_kl = losses.negative_lane_kl(ev.candidate_logits, ref.candidate_logits, ev.candidate_mask)
             total = total + self.config.negative_kl_coef * n_kl
             stats.negative_kl += n_kl.item()
         return total
