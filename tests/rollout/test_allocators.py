@@ -34,7 +34,6 @@ from aios_rl.rollout.rail_features import CONTEXT_DIM, ContextInputs
 from aios_rl.storage.rail_traces import RailTraceStore
 
 
-
 def anchor(entropies=(0.5, 0.5), group="g", task="t", budget_left=8, hidden=()):
     inputs = ContextInputs(
         step_entropies=tuple(entropies), anchor_logprob=-0.3, group_rewards=(0.0, 1.0), base_group_size=4,

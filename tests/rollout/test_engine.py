@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from aios_rl.contracts.episode import DecodingRegime, Episode, Observation, Step, StepResult, Task, Verification
+from aios_rl.contracts.episode import (
+    DecodingRegime,
+    Episode,
+    Observation,
+    Step,
+    StepResult,
+    Task,
+    Verification,
+)
 from aios_rl.control.reward import RewardConfig
 from aios_rl.policy.base import ActionSample
 from aios_rl.rollout.allocators import AllocatorConfig, RolloutBudget, make_allocator
