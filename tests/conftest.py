@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,3 +17,11 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny randomly initialised causal LM and its tokenizer, built offline (nothing is downloaded)."""
+    from aios_rl.policy.tiny_lm import build_tiny_lm  # transformers loads only where an LM test runs
+
+    return build_tiny_lm(tmp_path_factory.mktemp("tiny-lm"))

@@ -19,16 +19,9 @@ from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
 from aios_rl.contracts.episode import DecodingRegime, Episode, Observation, Step
 from aios_rl.policy.base import Evaluation
 from aios_rl.policy.causal_lm import CausalLMStudent, CausalLMStudentConfig
-from aios_rl.policy.tiny_lm import build_tiny_lm
 
 ENV = "shell"
 UNTEMPERED = DecodingRegime(name="train", temperature=1.0, top_p=1.0)
-
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_lm(tmp_path_factory.mktemp("tiny-lm-ratio"))
 
 
 def generating(model_dir: Path) -> CausalLMStudent:

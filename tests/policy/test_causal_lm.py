@@ -31,12 +31,6 @@ OBSERVATIONS = [
 ]
 
 
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_lm(tmp_path_factory.mktemp("tiny-lm"))
-
-
 def student(model_dir: Path, **overrides: object) -> CausalLMStudent:
     return CausalLMStudent(CausalLMStudentConfig(model_path=str(model_dir), **overrides))
 
