@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,9 @@ def test_checker_catches_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "x.py"
     bad.write_text("from aios_rl.cli.main import app\nimport aios_rl.control.events\n")
     assert imported_packages(bad) == {"cli", "control"}
+
+
+def test_the_cli_starts_without_torch() -> None:
+    """`aios-rl --help` and argument errors answer in a fraction of a second: torch loads only in commands."""
+    code = "import sys, aios_rl.cli.main; sys.exit(1 if 'torch' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

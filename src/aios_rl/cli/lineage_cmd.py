@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from aios_rl.contracts.errors import StorageError
-from aios_rl.control.lineage import LineageState
-from aios_rl.control.plane import ControlPlane
+
+if TYPE_CHECKING:  # the control plane imports torch (checkpoints): not on the path of `aios-rl --help`
+    from aios_rl.control.lineage import LineageState
+    from aios_rl.control.plane import ControlPlane
 
 app = typer.Typer(help="Inspect and steer the checkpoint lineage of a run.", no_args_is_help=True)
 
@@ -20,6 +23,8 @@ def open_run(run: Path, *, writer: bool = True) -> ControlPlane:
     """Open an existing run directory (never creates one)."""
     if not (run / "control.db").is_file():
         raise StorageError(f"{run} is not a run directory (no control.db); start one with a train or demo command")
+    from aios_rl.control.plane import ControlPlane
+
     return ControlPlane(run, writer=writer)
 
 

@@ -12,11 +12,13 @@ import json
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.control import ledger
-from aios_rl.control.plane import ControlPlane
+
+if TYPE_CHECKING:  # only annotations: `aios-rl --help` stays free of torch
+    from aios_rl.control.plane import ControlPlane
 
 DEFAULT_WINDOWS: tuple[int, ...] = (20, 100)
 DEFAULT_RECENT = 5
