@@ -42,7 +42,7 @@ class TrainerConfig(ConfigModel):
     gamma: float = Field(default=1.0, gt=0, le=1, description="Discount for GAE.")
     lam: float = Field(default=0.95, ge=0, le=1, description="GAE lambda.")
     step_advantage_coef: float = Field(
-        default=0.0, ge=0, description="GRPO family: weight w of GiGPO's step-level advantage (steps from the same "
+        default=1.0, ge=0, description="GRPO family: weight w of GiGPO's step-level advantage (steps from the same "
         "observation within a task's group compared by discounted return); A = A_episode + w * A_step. 0: off.",
     )
     step_gamma: float = Field(default=0.95, ge=0, le=1, description="Discount of the step-level returns (GiGPO).")
