@@ -43,7 +43,7 @@ trainer:
 def aios(*args: str) -> str:
     env = os.environ.copy() | {"OMP_NUM_THREADS": "1"}  # the tiny model runs fastest on one thread
     result = subprocess.run([sys.executable, "-m", "aios_rl.cli", *args], capture_output=True, text=True,
-                            timeout=300, env=env)
+                            timeout=540, env=env)  # generous: a hang guard, not a speed test
     if result.returncode != 0:
         command = " ".join(args)
         raise AssertionError(f"aios-rl {command} failed ({result.returncode}):\n{result.stderr[-3000:]}")
