@@ -188,13 +188,10 @@ def discounted_returns(rewards: Tensor, dones: Tensor, gamma: float) -> Tensor:
         raise TrainingError("discounted_returns needs (N,) steps, N >= 1, whose last step is a done")
     if not 0.0 <= gamma <= 1.0:
         raise TrainingError(f"gamma must be in [0, 1], got {gamma}")
-    r, keep = rewards.detach(), (~dones).to(rewards.dtype)
-    out = torch.empty_like(r)
-    running = torch.zeros((), dtype=r.dtype)
-    for t in range(r.shape[0] - 1, -1, -1):  # one backward scan; episodes are a few dozen steps
-        running = r[t] + gamma * running * keep[t]
-        out[t] = running
-    return out
+    # GAE with V = 0 and lambda = 1 is exactly the discounted return (its trace restarts at each done).
+    zero = torch.zeros_like(rewards)[None]  # (1, N)
+    _, returns = gae(rewards[None], zero, dones[None], torch.zeros(1, dtype=rewards.dtype), gamma, 1.0)
+    return returns[0]
 
 
 def anchor_step_advantages(returns: Tensor, anchor_ids: Tensor) -> Tensor:
