@@ -2,7 +2,8 @@
 
 Prints: the sandbox's added wall time per trivial command (sandboxed vs the same spawn code without
 bubblewrap), verification time per task (the task's test command sandboxed vs unsandboxed on the same
-copy), episodes per minute under a uniform-random candidate policy, and candidate coverage (share of
+copy), episodes per minute under a uniform-random candidate policy with and without the run memo
+(:mod:`aios_rl.envs.shell.run_memo`), and candidate coverage (share of
 tasks whose reference fix is among the patch candidates offered at reset).
 
 Run: ``.venv/bin/python benchmarks/shell_env.py [--tasks N] [--repeats R]`` (generates its own tasks).
@@ -22,6 +23,7 @@ import torch
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.oracle import reference_action
+from aios_rl.envs.shell.run_memo import shared_memo
 from aios_rl.envs.shell.sandbox import Sandbox, run_unsandboxed
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.uniform import UniformPolicy
@@ -41,6 +43,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=40, help="generated tasks to measure on")
     parser.add_argument("--repeats", type=int, default=30, help="repeats per command timing")
     parser.add_argument("--episodes", type=int, default=16, help="random-policy episodes to time")
+    parser.add_argument("--group", type=int, default=8, help="episodes per task (a rollout group)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     sandbox = Sandbox()
@@ -71,16 +74,23 @@ def main() -> None:
                 env.close()
             covered += reference_action(task) in observation.candidates
 
-        policy = UniformPolicy()
-        start = time.perf_counter()
-        done = 0
-        for i, task in enumerate(tasks):
-            if done >= args.episodes:
-                break
-            episodes = run_group(lambda: ShellBugfixEnv(ShellEnvConfig(), sandbox=sandbox), task, policy,
-                                 size=2, seed=i, policy_version="uniform")
-            done += len(episodes)
-        per_minute = done / ((time.perf_counter() - start) / 60)
+        def episodes_per_minute(config: ShellEnvConfig) -> float:
+            policy = UniformPolicy()
+            start = time.perf_counter()
+            done = 0
+            for i, task in enumerate(tasks):
+                if done >= args.episodes:
+                    break
+                episodes = run_group(lambda: ShellBugfixEnv(config, sandbox=sandbox), task, policy,
+                                     size=args.group, seed=i, policy_version="uniform")
+                done += len(episodes)
+            return done / ((time.perf_counter() - start) / 60)
+
+        memo = shared_memo(ShellEnvConfig().run_memo)
+        memo.clear()  # the coverage resets above ran every baseline: start cold
+        per_minute_memo = episodes_per_minute(ShellEnvConfig())
+        hit_rate = memo.hits / max(1, memo.hits + memo.misses)
+        per_minute = episodes_per_minute(ShellEnvConfig(run_memo=0))
 
     pv, bv = statistics.median(plain_verify), statistics.median(boxed_verify)
     print(f"shell environment benchmark ({len(tasks)} generated tasks)")
@@ -88,7 +98,8 @@ def main() -> None:
     print(f"{'per-command wall time, `true` (ms, median)':<44}{plain_true:>13.1f}{boxed_true:>11.1f}"
           f"{boxed_true - plain_true:>9.1f}{boxed_true / plain_true:>8.2f}")
     print(f"{'verification per task, pytest (ms, median)':<44}{pv:>13.1f}{bv:>11.1f}{bv - pv:>9.1f}{bv / pv:>8.2f}")
-    print(f"episodes per minute, uniform-random policy: {per_minute:.1f}")
+    print(f"episodes per minute, uniform-random policy, groups of {args.group}: {per_minute:.1f} without the run "
+          f"memo, {per_minute_memo:.1f} with it ({per_minute_memo / per_minute:.2f}x; {hit_rate:.0%} of runs recalled)")
     print(f"candidate coverage (reference fix offered at reset): {covered}/{len(tasks)} = {covered / len(tasks):.1%}")
     print("targets: <= 15 ms added per command; verification <= 1.5x; coverage >= 90 %")
 

@@ -13,7 +13,9 @@ only reported in ``info``.
 
 Observations are deterministic functions of the episode state (durations and addresses in command
 output are masked), so restoring a snapshot and taking the same actions gives the same observations.
-The environment keeps only the prompt and spec of a task (:class:`TaskSpec`); ``task.oracle`` is
+Test runs (and the traced run) are recalled from a per-process memo when the same command already ran
+on the very same files (:mod:`~aios_rl.envs.shell.run_memo`); :meth:`~ShellBugfixEnv.verify` always runs
+afresh. The environment keeps only the prompt and spec of a task (:class:`TaskSpec`); ``task.oracle`` is
 dropped at reset, so nothing it shows or offers can depend on the reference fix.
 
 Verification evidence (what :class:`~aios_rl.control.compare.ShellComparator` reads):
@@ -65,6 +67,7 @@ from aios_rl.envs.shell.pytest_output import (
     reporting_argv,
     summary_text,
 )
+from aios_rl.envs.shell.run_memo import shared_memo, tree_key
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.spectrum import SPECTRUM_FILE, LineSpectrum, parse_spectrum, spectrum_argv
 from aios_rl.envs.shell.task import IGNORED_IN_COPIES, REPO
@@ -110,6 +113,10 @@ class ShellEnvConfig(ConfigModel):
     min_test_timeout_s: float = Field(default=3.0, gt=0, description="Floor of that scaled test-run timeout.")
     work_root: str | None = Field(default=None, description="Where working copies go; None: the temp dir.")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits and layout.")
+    run_memo: int = Field(
+        default=2048, ge=0,
+        description="Test runs remembered per process (same files, same command: not run again); 0: none.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ShellEnvConfig:
@@ -223,11 +230,10 @@ class ShellBugfixEnv:
         spec = read_spec(task)
         self._new_workdir()
         shutil.copytree(spec.task_dir / REPO, self._repo, symlinks=True, ignore=IGNORED_IN_COPIES)
-        started = time.monotonic()
-        baseline, output = self._run_tests(spec)
+        baseline, output, duration = self._run_tests(spec)
         # Later runs get a budget scaled from the baseline: a patch that makes the code loop forever (common
         # for candidate edits of loop conditions) costs seconds, not the task's whole timeout, per step.
-        scaled = max(self.config.min_test_timeout_s, self.config.test_timeout_factor * (time.monotonic() - started))
+        scaled = max(self.config.min_test_timeout_s, self.config.test_timeout_factor * duration)
         spec = replace(spec, timeout_s=min(spec.timeout_s, scaled))
         targets = spec.target_tests or baseline.failing
         missing = [t for t in spec.target_tests if t not in baseline.failing]
@@ -314,10 +320,14 @@ class ShellBugfixEnv:
         self._clock = time.monotonic() - state.state.elapsed_s
 
     def verify(self) -> Verification:
-        """Run the test command and report the outcome with evidence (see the module docstring)."""
+        """Run the test command and report the outcome with evidence (see the module docstring).
+
+        The verifier always runs the suite afresh (never recalled from the run memo), so a suite whose
+        result varies from run to run is judged by a run of its own.
+        """
         state = self._started()
         try:
-            run, _ = self._run_tests(state.spec)
+            run, _, _ = self._run_tests(state.spec, fresh=True)
         except SandboxError as exc:  # the sandbox is a process boundary: record the failure, do not crash
             logger.warning("verify of %s blocked: %s", state.spec.task_id, exc)
             return Verification(completed=False, outcome="blocked", evidence={"error": str(exc)[:500]})
@@ -380,7 +390,7 @@ class ShellBugfixEnv:
         if problem:
             return _invalid("run", problem)
         if list(argv) == list(spec.test_command):
-            run, output = self._run_tests(spec, budget_s)
+            run, output, _ = self._run_tests(spec, budget_s)
             return _Effect(_tail(output, self.config.output_cap_chars), _info("run"), tests=run)
         timeout = min(spec.timeout_s, max(budget_s, 1.0))
         result = self._sandbox_run(list(argv), timeout)
@@ -401,7 +411,7 @@ class ShellBugfixEnv:
         except (EnvError, UnicodeDecodeError, OSError) as exc:
             reason = _scrub(str(exc), self._repo)
             return _Effect(f"patch failed: {reason}", _info("patch", error=reason))
-        run, output = self._run_tests(state.spec, budget_s)
+        run, output, _ = self._run_tests(state.spec, budget_s)
         text = f"Patch applied to {', '.join(changed)}. Tests re-run:\n" + output
         return _Effect(_tail(text, self.config.output_cap_chars), {**_info("patch"), "patch_applied": True,
                                                                    "files_changed": changed}, tests=run)
@@ -419,15 +429,24 @@ class ShellBugfixEnv:
         argv = spectrum_argv(spec.test_command) if self.config.line_spectrum and baseline.n_failed else None
         if argv is None:
             return None
-        result = self._sandbox_run(argv, self.config.spectrum_timeout_factor * spec.timeout_s)
+        timeout = self.config.spectrum_timeout_factor * spec.timeout_s
+        key = tree_key("spectrum", argv, self.config.sandbox, read_tree(self._repo))
+        memo = shared_memo(self.config.run_memo)
+        known = memo.get(key, timeout)
+        if known is not None:
+            return known[0]
+        result = self._sandbox_run(argv, timeout)
         out = self._repo / SPECTRUM_FILE
         try:
-            return None if result.timed_out else parse_spectrum(out.read_text(encoding="utf-8"))
+            spectrum = None if result.timed_out else parse_spectrum(out.read_text(encoding="utf-8"))
         except (OSError, EnvError) as exc:
             logger.debug("no line spectrum for %s: %s", spec.task_id, exc)
-            return None
+            spectrum = None
         finally:
             out.unlink(missing_ok=True)
+        if not result.timed_out:
+            memo.put(key, (spectrum,), result.duration_s)
+        return spectrum
 
     def _search_replace(self, edit: Any) -> str:
         target = self._inside(edit.path)
@@ -439,10 +458,13 @@ class ShellBugfixEnv:
 
     # ------------------------------------------------------------------ helpers
 
-    def _run_tests(self, spec: TaskSpec, budget_s: float | None = None) -> tuple[SuiteRun, str]:
-        """Run the test command; returns the parsed run and the output as the student sees it."""
+    def _run_tests(
+        self, spec: TaskSpec, budget_s: float | None = None, *, fresh: bool = False
+    ) -> tuple[SuiteRun, str, float]:
+        """Run the test command (or recall the same run on the same files, :mod:`.run_memo`); returns the
+        parsed run, the output as the student sees it and the run's wall time in seconds."""
         timeout = spec.timeout_s if budget_s is None else min(spec.timeout_s, max(budget_s, 1.0))
-        result = self._sandbox_run(reporting_argv(spec.test_command), timeout)
+        result = self._memo_run(reporting_argv(spec.test_command), timeout, fresh=fresh)
         raw = result.stdout + result.stderr
         if is_pytest(spec.test_command):
             run = parse_pytest(raw, result.returncode, timed_out=result.timed_out)
@@ -451,7 +473,21 @@ class ShellBugfixEnv:
         output = display_output(raw)
         if result.timed_out:
             output += f"\n[the test run timed out after {timeout:g}s]"
-        return run, output
+        return run, output, result.duration_s
+
+    def _memo_run(self, argv: list[str], timeout_s: float, *, fresh: bool = False) -> Any:
+        """A sandboxed run, recalled when the same command already ran on the same files in this process
+        (unless ``fresh``); stored only when it finished in time and left the files as they were."""
+        before = read_tree(self._repo)
+        key = tree_key("run", tuple(argv), self.config.sandbox, before)
+        memo = shared_memo(self.config.run_memo)
+        known = None if fresh else memo.get(key, timeout_s)
+        if known is not None:
+            return known
+        result = self._sandbox_run(argv, timeout_s)
+        if not result.timed_out and read_tree(self._repo) == before:
+            memo.put(key, result, result.duration_s)
+        return result
 
     def _sandbox_run(self, argv: list[str], timeout_s: float) -> Any:
         if self._sandbox is None:
