@@ -16,6 +16,7 @@ from aios_rl.algos.advantages import (
     group_reward_std,
     grpo_advantages,
     rloo_advantages,
+    tree_grpo_advantages,
     zero_variance_groups,
 )
 from aios_rl.contracts.errors import TrainingError
@@ -186,6 +187,32 @@ def test_grpo_family_matches_loop_reference(seed):
     torch.testing.assert_close(dr_grpo_advantages(r, g), expected_dr)
     torch.testing.assert_close(grpo_advantages(r, g, normalize_std=False), expected_dr)
     torch.testing.assert_close(rloo_advantages(r, g), torch.tensor(ref_rloo(rewards, ids), dtype=r.dtype))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_tree_grpo_matches_loop_reference(seed):
+    rewards, ids = random_groups(seed)
+    rng = random.Random(seed + 100)
+    trees = [g * 1000 + rng.randint(0, 2) for g in ids]  # up to three trees per group, ids unique across groups
+    r = torch.tensor(rewards, dtype=torch.float64)
+    inter = ref_grpo(rewards, ids, 1e-6, True)
+    sizes = {t: trees.count(t) for t in trees}
+    intra = [a if sizes[t] > 1 else 0.0 for a, t in zip(ref_grpo(rewards, trees, 1e-6, True), trees)]
+    expected = torch.tensor([a + b for a, b in zip(inter, intra)], dtype=r.dtype)
+    torch.testing.assert_close(tree_grpo_advantages(r, torch.tensor(ids), torch.tensor(trees)), expected)
+
+
+def test_tree_grpo_by_hand_and_bad_trees():
+    # Group [1, 0, 0, 0]: mean 0.25, sample std 0.5 -> [1.5, -0.5, -0.5, -0.5]; tree {0, 1} adds +-0.7071.
+    r, g = torch.tensor([1.0, 0.0, 0.0, 0.0]), torch.zeros(4, dtype=torch.long)
+    adv = tree_grpo_advantages(r, g, torch.tensor([5, 5, 6, 7]), eps=0.0)
+    torch.testing.assert_close(adv, torch.tensor([1.5 + 0.5 ** 0.5, -0.5 - 0.5 ** 0.5, -0.5, -0.5]))
+    # One tree per rollout: plain GRPO.
+    torch.testing.assert_close(tree_grpo_advantages(r, g, torch.arange(4)), grpo_advantages(r, g))
+    with pytest.raises(TrainingError, match="more than one group"):
+        tree_grpo_advantages(r, torch.tensor([0, 0, 1, 1]), torch.tensor([0, 0, 0, 1]))
+    with pytest.raises(TrainingError, match="integers"):
+        tree_grpo_advantages(r, g, torch.zeros(4))
 
 
 def test_grpo_uses_sample_std_by_hand():

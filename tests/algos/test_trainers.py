@@ -9,10 +9,10 @@ import torch
 
 from aios_rl.algos.batch import flatten_episodes, negative_states
 from aios_rl.algos.distill import distill_batch_from, distill_update
-from aios_rl.algos.grpo import grpo_update, offline_update
+from aios_rl.algos.grpo import grpo_update, offline_update, tree_ids
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.trainer import Trainer, TrainerConfig
-from aios_rl.contracts.episode import Episode, Observation, Step
+from aios_rl.contracts.episode import BranchRef, Episode, Observation, Step
 from aios_rl.contracts.errors import TrainingError
 from aios_rl.policy.compact import CompactStudent, CompactStudentConfig
 
@@ -88,6 +88,33 @@ def test_step_advantages_credit_the_faster_fix_at_a_shared_opening_state() -> No
             grpo_update(trainer, episodes, [0] * 4, generator=torch.Generator().manual_seed(i))
         gains[coef] = prob_of(policy, 0, "patch fix-0-0") - start
     assert gains[0.0] == pytest.approx(0.0, abs=1e-6) and gains[1.0] > 0.2, gains
+
+
+def test_tree_ids_follow_branch_chains_within_groups() -> None:
+    a, d = episode(0, ["patch fix-0-0"], 1.0), episode(0, ["patch fix-0-1"], -1.0)
+    b = episode(0, ["patch fix-0-2"], -1.0).model_copy(update={"branch_of": BranchRef(episode_id=a.episode_id, step=0)})
+    c = episode(0, ["patch fix-0-3"], -1.0).model_copy(update={"branch_of": BranchRef(episode_id=b.episode_id, step=0)})
+    e = episode(0, ["patch fix-0-1"], -1.0).model_copy(update={"branch_of": BranchRef(episode_id="gone", step=1)})
+    f = episode(1, ["patch fix-1-1"], -1.0).model_copy(update={"branch_of": BranchRef(episode_id="gone", step=1)})
+    assert tree_ids([a, b, c, d, e, f], [0, 0, 0, 0, 0, 1]).tolist() == [0, 0, 0, 1, 2, 3]
+
+
+def test_tree_advantage_is_wired_into_the_grpo_update() -> None:
+    root = episode(0, ["patch fix-0-0"], 1.0)
+    branch = episode(0, ["patch fix-0-1"], -1.0).model_copy(
+        update={"branch_of": BranchRef(episode_id=root.episode_id, step=0)})
+    episodes = [root, branch, episode(0, ["patch fix-0-2"], -1.0), episode(0, ["patch fix-0-3"], -1.0)]
+    moved = {}
+    for advantage in ("grpo", "tree"):
+        torch.manual_seed(0)
+        policy = CompactStudent(SMALL)
+        trainer = Trainer(policy, TrainerConfig(lr=3e-3, minibatch_size=16, advantage=advantage,
+                                                step_advantage_coef=0.0, entropy_coef=0.0))
+        start = prob_of(policy, 0, "patch fix-0-0")
+        grpo_update(trainer, episodes, [0] * 4, generator=torch.Generator().manual_seed(0))
+        moved[advantage] = prob_of(policy, 0, "patch fix-0-0") - start
+    # Within the tree the fix beats its branch as well: a larger step toward it than group GRPO alone.
+    assert moved["tree"] > moved["grpo"] > 0, moved
 
 
 def test_ppo_loss_decreases_on_a_fixed_batch_and_learns() -> None:

@@ -1,4 +1,5 @@
-"""Advantage estimators as pure tensor functions: GAE, GRPO, Dr. GRPO, RLOO and GiGPO's step level.
+"""Advantage estimators as pure tensor functions: GAE, GRPO, Dr. GRPO, RLOO, Tree-GRPO and GiGPO's step
+level.
 
 Conventions (verl ``core_algos.py`` style): tensors in, tensors out, no module state, no autograd (every
 result is detached). Step-level tensors are batch-major ``(B, T)``; group estimators take one scalar
@@ -19,6 +20,7 @@ __all__ = [
     "grpo_advantages",
     "dr_grpo_advantages",
     "rloo_advantages",
+    "tree_grpo_advantages",
     "group_reward_std",
     "zero_variance_groups",
     "discounted_returns",
@@ -161,6 +163,46 @@ def rloo_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
     centered, counts, _, _ = _group_centered(rewards, group_ids)  # (N,), (N,)
     scale = torch.where(counts > 1, counts / (counts - 1).clamp_min(1.0), torch.zeros_like(counts))  # (N,)
     return scale * centered
+
+
+def tree_grpo_advantages(rewards: Tensor, group_ids: Tensor, tree_ids: Tensor, eps: float = 1e-6) -> Tensor:
+    """Tree-GRPO advantages: GRPO over the task's whole group plus GRPO within each rollout's tree.
+
+    ``A_i = GRPO_group(r)_i + GRPO_tree(r)_i`` (``adv_estimator=tree`` in Tree-GRPO's code): the first term
+    compares a rollout with every leaf of its task, the second with the other leaves of its own tree (the
+    chain it was branched from and the chains branched from it), which share a prefix and so isolate what
+    happened after the fork. A tree with one leaf has nothing to compare within and gets 0 for the second
+    term (GRPO alone would pass its raw reward through). Each tree must lie inside one group.
+
+    Args:
+        rewards: one scalar reward per rollout, shape ``(N,)``.
+        group_ids: integer group (task) id per rollout, shape ``(N,)``.
+        tree_ids: integer tree id per rollout, shape ``(N,)``, unique across groups.
+        eps: added to the std to avoid division by zero.
+
+    Returns:
+        Advantages, shape ``(N,)``, detached.
+
+    Raises:
+        TrainingError: on empty input, mismatched shapes, non-integer ids, or a tree in two groups.
+
+    Example:
+        >>> r, g = torch.tensor([1.0, 0.0, 0.0, 0.0]), torch.tensor([0, 0, 0, 0])
+        >>> [round(a, 3) for a in tree_grpo_advantages(r, g, torch.tensor([0, 0, 1, 2]), eps=0.0).tolist()]
+        [2.207, -1.207, -0.5, -0.5]
+    """
+    # Ji et al. 2025, "Tree Search for LLM Agent Reinforcement Learning", https://arxiv.org/abs/2509.21240
+    # (code: AMAP-ML/Tree-GRPO, inter-tree index = prompt uid, intra-tree index = tree uid).
+    _same_shape("tree_grpo_advantages", rewards=rewards, tree_ids=tree_ids)
+    inter = grpo_advantages(rewards, group_ids, eps)  # (N,); also checks rewards and group ids
+    if tree_ids.dtype.is_floating_point or tree_ids.dtype == torch.bool:
+        raise TrainingError(f"tree_grpo_advantages: tree ids must be integers, got dtype {tree_ids.dtype}")
+    pairs = torch.unique(torch.stack([tree_ids.long(), group_ids.long()]), dim=1)  # (2, K)
+    if torch.unique(pairs[0]).numel() != pairs.shape[1]:
+        raise TrainingError("tree_grpo_advantages: a tree id appears in more than one group")
+    _, counts, _, _ = _group_centered(rewards, tree_ids)  # (N,)
+    intra = torch.where(counts > 1, grpo_advantages(rewards, tree_ids, eps), torch.zeros_like(inter))
+    return inter + intra
 
 
 def discounted_returns(rewards: Tensor, dones: Tensor, gamma: float) -> Tensor:

@@ -1,8 +1,9 @@
-"""GRPO-family update (GRPO, Dr. GRPO, RLOO advantages) and the offline replay update.
+"""GRPO-family update (GRPO, Dr. GRPO, RLOO, Tree-GRPO advantages) and the offline replay update.
 
 GRPO: Shao et al. 2024 (https://arxiv.org/abs/2402.03300); Dr. GRPO: Liu et al. 2025
 (https://arxiv.org/abs/2503.20783); RLOO: Ahmadian et al. 2024 (https://arxiv.org/abs/2402.14740).
-Group advantages come from each task's group of episodes; every step of an episode shares its episode's
+Group advantages come from each task's group of episodes (Tree-GRPO, Ji et al. 2025,
+https://arxiv.org/abs/2509.21240, adds GRPO within each tree of branched episodes, :func:`tree_ids`); every step of an episode shares its episode's
 advantage, plus, with ``step_advantage_coef`` > 0, GiGPO's step-level term (Feng et al. 2025,
 https://arxiv.org/abs/2505.10978): steps taken from the same observation within a group are compared by
 their discounted return, which credits the action at a shared state (a task's opening state, in the
@@ -47,7 +48,10 @@ def grpo_update(
         raise TrainingError(f"{len(episodes)} episodes but {len(group_ids)} group ids")
     rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)  # (E,)
     groups = torch.tensor(list(group_ids), dtype=torch.long)  # (E,)
-    episode_adv = ESTIMATORS[cfg.advantage](rewards, groups)  # (E,)
+    if cfg.advantage == "tree":
+        episode_adv = advantages.tree_grpo_advantages(rewards, groups, tree_ids(episodes, group_ids))  # (E,)
+    else:
+        episode_adv = ESTIMATORS[cfg.advantage](rewards, groups)  # (E,)
     batch = flatten_episodes(episodes)
     adv = episode_adv[batch.episode_index]  # (N,) each step carries its episode's advantage
     if cfg.step_advantage_coef > 0:
@@ -90,6 +94,24 @@ def anchor_ids(batch: StepBatch, group_of_step: Sequence[int]) -> torch.Tensor:
     for group, environment, obs in zip(group_of_step, batch.environments, batch.observations, strict=True):
         key = (group, environment, obs.text, tuple(obs.candidates))
         ids.append(index.setdefault(key, len(index)))
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def tree_ids(episodes: Sequence[Episode], group_ids: Sequence[int]) -> torch.Tensor:
+    """One integer per episode; equal for episodes of the same group whose ``branch_of`` chains reach the
+    same root (the episode a tree started with, or the earliest ancestor not in the batch)."""
+    by_id = {e.episode_id: e for e in episodes}
+    index: dict[tuple[int, str], int] = {}
+    ids = []
+    for episode, group in zip(episodes, group_ids, strict=True):
+        root, seen = episode, {episode.episode_id}
+        while root.branch_of is not None and root.branch_of.episode_id in by_id:
+            root = by_id[root.branch_of.episode_id]
+            if root.episode_id in seen:
+                raise TrainingError(f"episode {episode.episode_id}: branch_of forms a cycle")
+            seen.add(root.episode_id)
+        key = root.branch_of.episode_id if root.branch_of is not None else root.episode_id
+        ids.append(index.setdefault((group, key), len(index)))
     return torch.tensor(ids, dtype=torch.long)
 
 

@@ -28,7 +28,10 @@ class TrainerConfig(ConfigModel):
     """Update hyperparameters shared by PPO and the GRPO family."""
 
     algo: Literal["grpo", "ppo"] = Field(default="grpo", description="grpo (group advantages) or ppo (GAE + value).")
-    advantage: Literal["grpo", "dr_grpo", "rloo"] = Field(default="grpo", description="GRPO-family estimator.")
+    advantage: Literal["grpo", "dr_grpo", "rloo", "tree"] = Field(
+        default="grpo",
+        description="GRPO-family estimator; tree: Tree-GRPO (group plus within-tree GRPO, for tree-N allocators).",
+    )
     lr: float = Field(default=1e-3, gt=0, description="Adam learning rate.")
     update_epochs: int = Field(default=2, ge=1, description="Passes over each batch per update.")
     minibatch_size: int = Field(default=64, ge=1, description="Steps per gradient step.")
