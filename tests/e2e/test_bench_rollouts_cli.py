@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from aios_rl.control.plane import ControlPlane
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.task import ShellTaskManifest, write_task
 
@@ -113,6 +114,13 @@ def test_bench_rollouts_json_png_and_budgets(tasks: Path) -> None:
         traces = con.execute("SELECT COUNT(*) FROM rail_traces").fetchone()[0]
         state = json.loads(con.execute("SELECT value FROM meta WHERE key = 'rollout_state'").fetchone()[0])
     assert traces == rail["rail"]["rail/traces"] and state["ledger"]["rollouts"] == rail["rollouts"]
+    for method in ("uniform-2", "rail-3"):  # both started from the seed's one initial checkpoint
+        plane = ControlPlane(out / "seed-0" / method, writer=False)
+        try:
+            _, meta = plane.load_checkpoint("ckpt-0000")
+        finally:
+            plane.close()
+        assert meta["init_from"] == f"{out / 'seed-0' / 'initial'}:ckpt-0000"
     png = (out / "rollouts.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     saved = json.loads((out / "results.json").read_text())

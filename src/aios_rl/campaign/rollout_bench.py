@@ -1,8 +1,9 @@
 """`aios-rl bench rollouts`: the same student trained under several rollout allocators at equal budgets.
 
-For each seed, every method starts from the same initial checkpoint (``make_student(seed)`` plus the same
-deterministic distillation warm start) and trains with `shell train`'s loop (:class:`ShellTraining`, with
-``allocator`` set to the method) until it has spent ``budget`` rollouts, branches and resamples included.
+For each seed, every method starts from the same initial checkpoint: ``make_student(seed)`` plus the
+distillation warm start, trained once in ``out/seed-S/initial`` and loaded by each method with
+``init_from`` (weights only; every method gets a fresh optimizer). Each method trains with `shell
+train`'s loop (:class:`ShellTraining`, with ``allocator`` set to the method) until it has spent ``budget`` rollouts, branches and resamples included.
 Each round samples ``tasks_per_round`` training tasks and gives the allocator a batch budget of their caps
 (never more than the budget left). Holdout success is evaluated at ``eval_points`` equally spaced
 cumulative-rollout milestones (right after the round that crosses each one; a round that crosses two
@@ -123,16 +124,45 @@ def run_bench(
     holdout = holdout[: config.eval_tasks or None]
     runs: dict[str, list[SeedRun]] = {m: [] for m in config.methods}
     for seed in range(config.seeds):
-        start: float | None = None  # the same initial checkpoint for every method: evaluated once per seed
+        start, success = _initial(tasks_dir, out / f"seed-{seed}" / "initial", seed, config, holdout)
+        log(f"seed {seed}: initial checkpoint {start}, holdout success {success:.3f}")
         for method in config.methods:
             run = _train_one(
-                tasks_dir, out / f"seed-{seed}" / method, method, seed, config, holdout, start, log
+                tasks_dir, out / f"seed-{seed}" / method, method, seed, config, holdout, start, success, log
             )
-            start = run.curve[0][1]
             runs[method].append(run)
     summaries = summarize(runs)
     (out / "results.json").write_text(json.dumps([s.as_json() for s in summaries], indent=2))
     return summaries
+
+
+def _initial(
+    tasks_dir: Path, run_dir: Path, seed: int, config: BenchConfig, holdout: list[Task]
+) -> tuple[str, float]:
+    """The seed's initial checkpoint every method starts from (a fresh student plus the warm start, when
+    the teacher gives one), as an ``init_from`` spec, and its holdout success."""
+    if run_dir.exists():
+        raise ConfigError(f"{run_dir} exists; give `bench rollouts` a new --out")
+    training = ShellTraining(run_dir, tasks_dir, _train_config(config, config.methods[0], seed))
+    try:
+        training.warm_start()
+        active = training.plane.state.lineage.active
+        return f"{run_dir}:{active}", _holdout(training, holdout, config, seed)
+    finally:
+        training.close()
+
+
+def _train_config(config: BenchConfig, method: str, seed: int, **update: Any) -> ShellTrainConfig:
+    train = config.train.model_copy(
+        update={
+            "allocator": method,
+            "seed": seed,
+            "tasks_per_epoch": config.tasks_per_round,
+            "rollout_budget": config.budget,
+            **update,
+        }
+    )
+    return ShellTrainConfig.model_validate(train.model_dump())
 
 
 def _train_one(
@@ -142,23 +172,15 @@ def _train_one(
     seed: int,
     config: BenchConfig,
     holdout: list[Task],
-    start: float | None,
+    start: str,
+    success: float,
     log: Log,
 ) -> SeedRun:
     if run_dir.exists():
         raise ConfigError(f"{run_dir} exists; give `bench rollouts` a new --out")
-    train = config.train.model_copy(
-        update={
-            "allocator": method,
-            "seed": seed,
-            "tasks_per_epoch": config.tasks_per_round,
-            "rollout_budget": config.budget,
-        }
-    )
-    training = ShellTraining(run_dir, tasks_dir, ShellTrainConfig.model_validate(train.model_dump()))
+    training = ShellTraining(run_dir, tasks_dir, _train_config(config, method, seed, init_from=start))
     try:
-        training.warm_start()
-        curve = [(0, _holdout(training, holdout, config, seed) if start is None else start)]
+        curve = [(0, success)]
         milestones = [
             math.ceil(config.budget * i / config.eval_points) for i in range(1, config.eval_points + 1)
         ]
