@@ -153,7 +153,7 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
         StorageError: no such checkpoint in that run.
     """
     run, _, name = spec.rpartition(":") if ":" in spec else (spec, ":", "active")
-    run_dir = Path(run)
+    run_dir = Path(run).resolve()  # recorded absolute, so the source is found from any working directory
     if not (run_dir / "control.db").is_file():
         raise ConfigError(f"init_from: {run_dir} is not a run directory (no control.db)")
     plane = ControlPlane(run_dir, writer=False)
