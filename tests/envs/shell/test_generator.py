@@ -16,8 +16,6 @@ from aios_rl.envs.shell.generator import (
     GeneratorConfig,
     KeptMutant,
     SourceRepo,
-    _quotas,
-    _RepoState,
     candidate_queue,
     covered_functions,
     generate_benchmark,
@@ -26,6 +24,7 @@ from aios_rl.envs.shell.generator import (
     prepare_out_dir,
     referenced_names,
 )
+from aios_rl.envs.shell.mining import _quotas, _RepoState
 from aios_rl.envs.shell.mutate import NON_INVERTIBLE_OPERATORS, OPERATORS, Mutation
 from aios_rl.envs.shell.seed_repos import SEEDS_DIR
 from aios_rl.envs.shell.task import read_manifest
