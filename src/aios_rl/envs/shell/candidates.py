@@ -62,6 +62,7 @@ from aios_rl.envs.shell.mutate import (
     function_qualnames,
     unified_diff,
 )
+from aios_rl.envs.shell.mutation_scope import iter_functions
 from aios_rl.envs.shell.pytest_output import SuiteRun
 from aios_rl.envs.shell.spectrum import LineSpectrum, rank_fractions
 
@@ -151,20 +152,7 @@ def _functions(source: str) -> tuple[tuple[str, ast.FunctionDef | ast.AsyncFunct
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return ()
-    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found.append((prefix + child.name, child))
-                visit(child, f"{prefix}{child.name}.<locals>.")
-            elif isinstance(child, ast.ClassDef):
-                visit(child, f"{prefix}{child.name}.")
-            elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
-                visit(child, prefix)
-
-    visit(tree, "")
-    return tuple(found)
+    return tuple(iter_functions(tree))
 
 
 def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:

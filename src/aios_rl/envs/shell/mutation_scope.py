@@ -101,21 +101,26 @@ def _end(node: ast.AST) -> _Pos:
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
+def iter_functions(tree: ast.AST) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """``(qualname, node)`` of every function and method in ``tree``, outer before inner, in source order.
+
+    Names follow Python's ``__qualname__``: ``f``, ``Class.method``, ``outer.<locals>.inner``.
+    """
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, FUNCTION_DEFS):
+            yield child.name, child
+            yield from ((f"{child.name}.<locals>.{name}", node) for name, node in iter_functions(child))
+        elif isinstance(child, ast.ClassDef):
+            yield from ((f"{child.name}.{name}", node) for name, node in iter_functions(child))
+        elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+            yield from iter_functions(child)
+
+
 def function_index(tree: ast.Module) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
     """Functions by Python ``__qualname__``, in source order (a name can repeat, e.g. property setters)."""
     found: dict[str, list] = {}
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, FUNCTION_DEFS):
-                found.setdefault(prefix + child.name, []).append(child)
-                visit(child, f"{prefix}{child.name}.<locals>.")
-            elif isinstance(child, ast.ClassDef):
-                visit(child, f"{prefix}{child.name}.")
-            elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
-                visit(child, prefix)
-
-    visit(tree, "")
+    for name, node in iter_functions(tree):
+        found.setdefault(name, []).append(node)
     return found
 
 
