@@ -7,6 +7,8 @@ below the copy frozen at promotion. The measured numbers are printed whatever th
 Run: ``.venv/bin/python benchmarks/rollouts.py [--count 120] [--out DIR] [bench options...]``. Options other
 than --count/--out/--tasks go to `aios-rl bench rollouts` unchanged (see its --help), e.g.
 ``--budget 512 --seeds 3 --tasks-per-round 8``. Defaults: the issue's six methods, budget 512, 3 seeds.
+On a machine with cores to spare, run one seed per process (``--seeds 1 --first-seed S --out DIR_S``),
+then ``benchmarks/rollouts.py --merge DIR_0 DIR_1 DIR_2 --out DIR`` for one table and the targets.
 """
 
 from __future__ import annotations
@@ -74,7 +76,22 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("bench-out") / f"rollouts-{time.strftime('%Y%m%d-%H%M%S')}"
     )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="output directories of runs over other seeds (--first-seed): merge them into --out, print targets",
+    )
     args, bench_args = parser.parse_known_args()
+    if args.merge:
+        command = [sys.executable, "-m", "aios_rl.cli", "bench", "merge-rollouts", *map(str, args.merge),
+                   "--out", str(args.out)]
+        print("$ aios-rl " + " ".join(command[3:]), flush=True)
+        subprocess.run(command, check=True)
+        for line in targets(json.loads((args.out / "results.json").read_text())):
+            print(line)
+        return
     tasks = args.tasks or Path("bench-out") / f"tasks-{args.count}"
     if not tasks.exists():
         generate_benchmark(tasks, GeneratorConfig(count=args.count, seed=0))

@@ -23,7 +23,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ from aios_rl.envs.shell.task import load_tasks
 from aios_rl.rollout.allocators import parse_allocator_name
 
 REFERENCE = "uniform-16"
+RESULTS_FILE = "results.json"
+CONFIG_FILE = "bench_config.json"
 DEFAULT_METHODS = ("uniform-8", "uniform-16", "dapo-16", "arpo-16", "vip-16", "rail")
 RAIL_KEYS = (
     "rail/traces",
@@ -60,7 +62,10 @@ class BenchConfig(ConfigModel):
 
     methods: tuple[str, ...] = Field(default=DEFAULT_METHODS, description="Allocator names, side by side.")
     budget: int = Field(default=512, ge=1, description="Rollouts each method may spend per seed (all kinds).")
-    seeds: int = Field(default=3, ge=1, description="Seeds 0..S-1, each a fresh student for every method.")
+    seeds: int = Field(default=3, ge=1, description="Seeds run, each a fresh student for every method.")
+    first_seed: int = Field(
+        default=0, ge=0, description="Seeds run are first_seed..first_seed+seeds-1 (split seeds over processes)."
+    )
     tasks_per_round: int = Field(default=8, ge=1, description="Training tasks per round (one update each).")
     eval_points: int = Field(default=4, ge=1, description="Holdout evaluations at budget·i/P, i = 1..P.")
     eval_tasks: int = Field(default=0, ge=0, description="Holdout tasks evaluated (0: all).")
@@ -123,7 +128,8 @@ def run_bench(
         raise ConfigError(f"{tasks_dir} has no holdout tasks to evaluate on")
     holdout = holdout[: config.eval_tasks or None]
     runs: dict[str, list[SeedRun]] = {m: [] for m in config.methods}
-    for seed in range(config.seeds):
+    (out / CONFIG_FILE).write_text(config.model_dump_json(indent=2))
+    for seed in range(config.first_seed, config.first_seed + config.seeds):
         start, success = _initial(tasks_dir, out / f"seed-{seed}" / "initial", seed, config, holdout)
         log(f"seed {seed}: initial checkpoint {start}, holdout success {success:.3f}")
         for method in config.methods:
@@ -132,8 +138,47 @@ def run_bench(
             )
             runs[method].append(run)
     summaries = summarize(runs)
-    (out / "results.json").write_text(json.dumps([s.as_json() for s in summaries], indent=2))
+    (out / RESULTS_FILE).write_text(json.dumps([s.as_json() for s in summaries], indent=2))
     return summaries
+
+
+def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary], BenchConfig]:
+    """Summaries over the seeds of several `bench rollouts` output directories (e.g. one per process, run
+    with ``--first-seed``); writes ``out/results.json`` and ``out/bench_config.json``.
+
+    Raises:
+        ConfigError: a directory without results, settings that differ (other than the seeds), different
+            methods, or a seed present twice.
+    """
+    configs, runs = [], {}
+    for d in dirs:
+        if not (d / RESULTS_FILE).is_file() or not (d / CONFIG_FILE).is_file():
+            raise ConfigError(f"{d} holds no finished `bench rollouts` run ({RESULTS_FILE}, {CONFIG_FILE})")
+        configs.append(BenchConfig.model_validate_json((d / CONFIG_FILE).read_text()))
+        rows = json.loads((d / RESULTS_FILE).read_text())
+        if runs and set(runs) != {r["method"] for r in rows}:
+            raise ConfigError(f"{d} compares {[r['method'] for r in rows]}, the first directory {list(runs)}")
+        for row in rows:
+            runs.setdefault(row["method"], []).extend(_seed_run(s) for s in row["seeds"])
+    same = {"seeds", "first_seed"}
+    for d, c in zip(dirs[1:], configs[1:], strict=True):
+        if c.model_dump(exclude=same) != configs[0].model_dump(exclude=same):
+            raise ConfigError(f"{d} was run with other settings than {dirs[0]}; only the seeds may differ")
+    for method, seeds in runs.items():
+        numbers = [r.seed for r in seeds]
+        if len(set(numbers)) != len(numbers):
+            raise ConfigError(f"method {method}: seeds {sorted(numbers)} repeat across the directories")
+        seeds.sort(key=lambda r: r.seed)
+    merged = configs[0].model_copy(update={"seeds": len(next(iter(runs.values()))), "first_seed": 0})
+    summaries = summarize(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RESULTS_FILE).write_text(json.dumps([s.as_json() for s in summaries], indent=2))
+    (out / CONFIG_FILE).write_text(merged.model_dump_json(indent=2))
+    return summaries, merged
+
+
+def _seed_run(data: dict[str, Any]) -> SeedRun:
+    return SeedRun(**{**data, "curve": [tuple(p) for p in data["curve"]]})
 
 
 def _initial(

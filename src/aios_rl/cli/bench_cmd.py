@@ -1,12 +1,17 @@
-"""`aios-rl bench rollouts`: rollout allocators side by side at equal rollout budgets."""
+"""`aios-rl bench rollouts`: rollout allocators side by side at equal rollout budgets; `bench
+merge-rollouts` combines runs over different seeds."""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from aios_rl.campaign.rollout_bench import BenchConfig, MethodSummary
 
 app = typer.Typer(help="Benchmarks that train and compare methods side by side.", no_args_is_help=True)
 
@@ -23,6 +28,9 @@ def rollouts(
         None, "--budget", help="Rollouts each method may spend per seed (default 512)."
     ),
     seeds: int | None = typer.Option(None, "--seeds", help="Seeds per method (default 3)."),
+    first_seed: int | None = typer.Option(
+        None, "--first-seed", help="First seed (default 0): run seeds in several processes, then merge-rollouts."
+    ),
     out: Path | None = typer.Option(
         None, "--out", help="New output directory (default runs/bench-rollouts-TIME)."
     ),
@@ -53,15 +61,15 @@ def rollouts(
 ) -> None:
     """Train the same student under each allocator from the same checkpoint and seeds; compare holdout success
     at equal cumulative rollout budgets. Writes OUT/results.json and OUT/rollouts.png."""
-    from aios_rl.campaign.rollout_bench import BenchConfig, format_table, run_bench
+    from aios_rl.campaign.rollout_bench import BenchConfig, run_bench
     from aios_rl.contracts.config import load_config
     from aios_rl.contracts.errors import ConfigError
-    from aios_rl.report.plots import plot_rollout_curves
 
     overrides = {
         "methods": None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
         "budget": budget,
         "seeds": seeds,
+        "first_seed": first_seed,
         "tasks_per_round": tasks_per_round,
         "eval_points": eval_points,
         "eval_tasks": eval_tasks,
@@ -75,6 +83,29 @@ def rollouts(
         raise ConfigError(f"--out {out} is not empty; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
     summaries = run_bench(tasks, out, cfg, log=lambda line: typer.echo(line, err=True))
+    _report(summaries, cfg, out, as_json)
+
+
+@app.command("merge-rollouts")
+def merge_rollouts(
+    dirs: list[Path] = typer.Argument(..., help="Output directories of `bench rollouts` runs (other seeds)."),
+    out: Path = typer.Option(..., "--out", help="Where the merged results.json and rollouts.png go."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object per method instead of the table."
+    ),
+) -> None:
+    """Merge `bench rollouts` runs of the same settings over different seeds (e.g. one per process, each
+    with its own --first-seed) into one table, results.json and plot."""
+    from aios_rl.campaign.rollout_bench import merge_results
+
+    summaries, cfg = merge_results(dirs, out)
+    _report(summaries, cfg, out, as_json)
+
+
+def _report(summaries: list[MethodSummary], cfg: BenchConfig, out: Path, as_json: bool) -> None:
+    from aios_rl.campaign.rollout_bench import format_table
+    from aios_rl.report.plots import plot_rollout_curves
+
     png = plot_rollout_curves(
         summaries,
         out / "rollouts.png",
