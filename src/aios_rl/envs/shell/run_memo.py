@@ -12,7 +12,9 @@ a run that was close to its limit is run again rather than reported as finished.
 :class:`~aios_rl.envs.shell.sandbox.SandboxResult` of the first run, duration included.
 
 The memo is an LRU of bounded size shared by every environment of the process (rollout workers are
-threads), guarded by a lock.
+threads), guarded by a lock. Its memory is at most ``capacity`` times the sandbox's output cap (stdout and
+stderr: 2 x 64 KiB by default, so 256 MiB for 2048 runs); pytest output of the generated tasks is a few KiB,
+so in practice it holds tens of MiB.
 """
 
 from __future__ import annotations
