@@ -33,8 +33,6 @@ from aios_rl.rollout.rail_features import (
     sign_agreement,
 )
 
-
-
 # ---------------------------------------------------------------- plain-loop references
 
 
