@@ -33,6 +33,8 @@ from aios_rl.rollout.rail_features import (
     sign_agreement,
 )
 
+
+
 # ---------------------------------------------------------------- plain-loop references
 
 
