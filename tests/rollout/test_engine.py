@@ -24,7 +24,7 @@ from aios_rl.rollout.allocators import AllocatorConfig, RolloutBudget, make_allo
 from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.engine import RolloutEngine
 from aios_rl.rollout.rail import RailConfig
-from aios_rl.rollout.rail_features import CONTEXT_DIM, realized_gain, reward_variance
+from aios_rl.rollout.rail_features import CONTEXT_DIM, reward_variance
 from aios_rl.rollout.runner import finalize, run_group
 
 LENGTH = 4
@@ -215,27 +215,6 @@ def test_realized_gains_are_the_variance_change_the_branches_made() -> None:
             reward_variance(rewards[:b]) - reward_variance(rewards[:a]) for a, b in zip(cuts, cuts[1:])
         ]
         assert group.gains == pytest.approx(expected)
-
-
-def test_anchors_carry_their_trajectorys_reward_into_the_context() -> None:
-    counts = Counts()
-    engine = engine_for("rail-8", counts)
-    seen = []
-    decide = engine.allocator.branch
-
-    def record(anchor, budget):
-        seen.append(anchor)
-        return decide(anchor, budget)
-
-    engine.allocator.branch = record
-    batch = engine.collect(ToyPolicy(counts), tasks(3), RolloutBudget(24), seed=1, policy_version="v0")
-    rewards = {g.task.task_id: {e.reward for e in g.episodes} for g in batch.groups}
-    assert seen
-    for anchor in seen:
-        inputs = anchor.inputs
-        assert inputs.parent_reward in rewards[anchor.task_id]
-        z = engine.allocator.controller.context(inputs)
-        assert z[11] == pytest.approx(realized_gain(inputs.group_rewards, [inputs.parent_reward]))
 
 
 def test_groups_train_together_and_dapo_replaces_zero_variance_groups() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -128,23 +127,18 @@ def test_context_layout_by_hand():
     inputs = ContextInputs(
         step_entropies=(0.5, 1.0, 2.0), anchor_logprob=math.log(0.5), group_rewards=(1.0, 0.0, 0.0, 1.0),
         base_group_size=8, max_steps=10, budget_left=6, budget_total=24, hidden=hidden, max_entropy=2.0,
-        parent_reward=1.0,
     )
     proj = HiddenProjection(seed=3)
     z = context_features(inputs, proj(inputs.hidden))
     assert z.shape == (CONTEXT_DIM,) == (26,) and len(CONTEXT_NAMES) == 26
-    # normalized entropies [0.25, 0.5, 1.0]; one more 1.0 in [1, 0, 0, 1]: var 0.24 - 0.25 = -0.01
-    expected = [1.0, 0.75, 1.75 / 3, 1.0, 0.5, 0.5, 0.25, 0.5, 0.5, 0.3, 0.25, -0.01]
-    assert z[:12] == pytest.approx(expected, abs=1e-12)
+    # normalized entropies [0.25, 0.5, 1.0]
+    expected = [1.0, 0.75, 1.75 / 3, 1.0, 0.5, 0.5, 0.25, 0.5, 0.5, 0.3, 0.25]
+    assert z[:11] == pytest.approx(expected, abs=1e-12)
     # the projection is the documented seeded Gaussian matrix, L2-normalized
-    m = np.random.RandomState(3).standard_normal((14, 7)) / math.sqrt(14)
+    m = np.random.RandomState(3).standard_normal((15, 7)) / math.sqrt(15)
     p = m @ np.asarray(hidden)
-    assert z[12:] == pytest.approx(p / np.linalg.norm(p), abs=1e-12)
-    assert np.linalg.norm(z[12:]) == pytest.approx(1.0)
-    # a rare outcome's branch would raise the contrast: one more 1.0 in [1, 0, 0, 0]
-    rare = context_features(replace(inputs, group_rewards=(1.0, 0.0, 0.0, 0.0)), proj(inputs.hidden))
-    assert rare[11] == pytest.approx(reward_variance([1, 0, 0, 0, 1]) - reward_variance([1, 0, 0, 0]))
-    assert rare[11] > 0 > z[11]
+    assert z[11:] == pytest.approx(p / np.linalg.norm(p), abs=1e-12)
+    assert np.linalg.norm(z[11:]) == pytest.approx(1.0)
 
 
 def test_context_with_no_finished_rollouts_and_no_hidden_state():
@@ -154,7 +148,7 @@ def test_context_with_no_finished_rollouts_and_no_hidden_state():
     assert z[0] == 1.0  # clipped to [0, 1] with max_entropy = 1
     assert z[1] == 0.0 and z[5:9].tolist() == [0.0, 0.0, 0.0, 0.0]
     assert z[9] == 0.25 and z[10] == 0.0
-    assert not z[11:].any()  # no parent reward, no finished rollouts, no hidden state
+    assert not z[11:].any()
 
 
 def test_projection_is_fixed_per_seed_and_checkpointable():

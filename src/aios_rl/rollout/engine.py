@@ -280,7 +280,6 @@ class _Group:
             budget_total=max(1, self.plan.cap),
             hidden=rollout.hidden[k],
             max_entropy=math.log(candidates) if candidates > 1 else 1.0,  # log(action-space size)
-            parent_reward=rollout.episode.reward,
         )
         return Anchor(self.group_id, self.task.task_id, k, inputs)
 

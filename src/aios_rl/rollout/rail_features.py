@@ -19,15 +19,8 @@ idx    name                  definition
 8      group_finished_frac   finished rollouts / base group size
 9      progress              steps taken so far (len(step_entropies)) / max_steps
 10     budget_left_frac      rollouts this prompt may still spend / its total budget
-11     parent_repro_gain     realized_gain(group so far, [reward of the anchor's own trajectory]): the gain
-                             if one branch ended as its parent did (0 when no rollout has finished)
-12–25  hidden_proj[0..13]    fixed seeded Gaussian projection of the policy hidden state, L2-normalized
+11–25  hidden_proj[0..14]    fixed seeded Gaussian projection of the policy hidden state, L2-normalized
 ====== ===================== ================================================================================
-
-``parent_repro_gain`` is there because a branch continues its parent's prefix and often ends as the
-parent did: a reward near the group's mean lowers the variance, one far from it raises it. Without it the
-sign of the realized gain was unpredictable from z (prequential sign agreement 0.43 on 131 shadow traces of
-the shell benchmark, below the 0.61 of always guessing the most common sign).
 
 Normalized entropies are clipped to [0, 1]; ``max_entropy`` is log of the action-space size (log|V| for
 token policies, log(#candidates) for candidate scorers). The raw hidden state is kept on the trace, so the
@@ -58,11 +51,11 @@ __all__ = [
     "design_matrix", "ridge_fit", "huber_fit", "sign_agreement",
 ]
 
-PROJECTION_DIMS = 14
+PROJECTION_DIMS = 15
 _SCALARS = (
     "anchor_entropy", "entropy_delta", "traj_entropy_mean", "traj_entropy_max", "anchor_prob",
     "group_reward_mean", "group_reward_var", "group_frac_positive", "group_finished_frac", "progress",
-    "budget_left_frac", "parent_repro_gain",
+    "budget_left_frac",
 )
 CONTEXT_NAMES: tuple[str, ...] = _SCALARS + tuple(f"hidden_proj_{i}" for i in range(PROJECTION_DIMS))
 CONTEXT_DIM = len(CONTEXT_NAMES)  # 26
@@ -86,8 +79,6 @@ class ContextInputs:
         budget_total: the prompt's total rollout budget.
         hidden: the policy's raw hidden state at the candidate step (``ActionSample.hidden``); may be empty.
         max_entropy: entropy normalizer, log of the action-space size.
-        parent_reward: the reward of the trajectory the candidate step belongs to, once it has finished
-            (None: unknown, the feature is 0).
     """
 
     step_entropies: tuple[float, ...]
@@ -99,14 +90,12 @@ class ContextInputs:
     budget_total: int
     hidden: tuple[float, ...] = ()
     max_entropy: float = 1.0
-    parent_reward: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
         if not self.step_entropies:
             problems.append("step_entropies: empty; the candidate step's entropy must be the last entry")
-        parent = () if self.parent_reward is None else (self.parent_reward,)
-        numbers = (*self.step_entropies, self.anchor_logprob, *self.group_rewards, *self.hidden, *parent)
+        numbers = (*self.step_entropies, self.anchor_logprob, *self.group_rewards, *self.hidden)
         if not all(math.isfinite(v) for v in (*numbers, self.max_entropy)):
             problems.append("non-finite entropy, anchor_logprob, reward, hidden value or max_entropy")
         if self.max_entropy <= 0:
@@ -125,7 +114,7 @@ class ContextInputs:
 
 
 class HiddenProjection:
-    """A fixed Gaussian random projection R^H → R^14, L2-normalized (Johnson–Lindenstrauss style).
+    """A fixed Gaussian random projection R^H → R^15, L2-normalized (Johnson–Lindenstrauss style).
 
     The matrix is drawn from ``numpy.random.RandomState(seed)``, whose stream NumPy keeps stable across
     versions, so a checkpoint stores only (seed, H) plus a checksum and rebuilds the identical matrix. H is
@@ -135,7 +124,7 @@ class HiddenProjection:
     def __init__(self, seed: int, in_dim: int | None = None) -> None:
         self.seed = seed
         self.in_dim: int | None = None
-        self._matrix: np.ndarray | None = None  # (14, H)
+        self._matrix: np.ndarray | None = None  # (15, H)
         if in_dim is not None:
             self._build(in_dim)
 
@@ -149,7 +138,7 @@ class HiddenProjection:
         return "" if self._matrix is None else hashlib.sha256(self._matrix.tobytes()).hexdigest()
 
     def __call__(self, hidden: Sequence[float]) -> np.ndarray:
-        """The projected, L2-normalized hidden state, shape ``(14,)``; zeros for an empty hidden state."""
+        """The projected, L2-normalized hidden state, shape ``(15,)``; zeros for an empty hidden state."""
         h = np.asarray(hidden, dtype=np.float64)
         if h.size == 0:
             return np.zeros(PROJECTION_DIMS)
@@ -157,7 +146,7 @@ class HiddenProjection:
             self._build(h.size)
         if h.shape != (self.in_dim,):
             raise ContractError(f"hidden state has shape {h.shape}, the projection expects ({self.in_dim},)")
-        p = self._matrix @ h  # (14,)
+        p = self._matrix @ h  # (15,)
         norm = float(np.linalg.norm(p))
         return p / norm if norm > 0 else np.zeros(PROJECTION_DIMS)
 
@@ -169,10 +158,7 @@ class HiddenProjection:
         in_dim = state["in_dim"]
         proj = cls(int(state["seed"]), None if in_dim is None else int(in_dim))  # type: ignore[call-overload]
         if proj.checksum() != state["checksum"]:
-            raise ContractError(
-                "hidden projection checksum mismatch: the state was saved with another matrix (another NumPy "
-                "stream, or a run from before the projection had 14 dimensions)"
-            )
+            raise ContractError("hidden projection checksum mismatch: this NumPy draws a different matrix")
         return proj
 
 
@@ -181,7 +167,7 @@ def context_features(inputs: ContextInputs, projected_hidden: np.ndarray) -> np.
 
     Args:
         inputs: the engine's view of the step.
-        projected_hidden: ``HiddenProjection(hidden)``, shape ``(14,)``.
+        projected_hidden: ``HiddenProjection(hidden)``, shape ``(15,)``.
 
     Returns:
         z, shape ``(26,)``, float64.
@@ -202,7 +188,6 @@ def context_features(inputs: ContextInputs, projected_hidden: np.ndarray) -> np.
         rewards.size / inputs.base_group_size,
         ent.size / inputs.max_steps,
         inputs.budget_left / inputs.budget_total,
-        realized_gain(rewards, [inputs.parent_reward]) if rewards.size and inputs.parent_reward is not None else 0.0,
     ]
     return np.concatenate([np.asarray(scalars, dtype=np.float64), projected_hidden])
 
