@@ -39,7 +39,6 @@ Outcome: ``success`` when the command passes with no target unresolved and no ne
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -496,7 +495,7 @@ class ShellBugfixEnv:
 
     def _observe(self, state: EpisodeState, files: FileTree) -> Observation:
         sources = python_sources(files)
-        key = hashlib.sha256(repr((sorted(sources.items()), state.latest)).encode()).hexdigest()
+        key = tree_key(sorted(sources.items()), state.latest)
         if key not in self._pools:
             if len(self._pools) >= _POOL_CACHE_SIZE:
                 self._pools.pop(next(iter(self._pools)))
@@ -604,12 +603,12 @@ def _scrub(message: str, repo: Path) -> str:
 
 
 def _digest(files: FileTree) -> str:
-    return hashlib.sha256(repr(files).encode()).hexdigest()
+    return tree_key(files)
 
 
 def _progress_key(files_digest: str, run: SuiteRun | None) -> str:
     ids = (run.passing, run.failing, run.returncode, run.timed_out) if run else None
-    return hashlib.sha256(repr((files_digest, ids)).encode()).hexdigest()
+    return tree_key(files_digest, ids)
 
 
 def _observation_features(state: EpisodeState, max_steps: int) -> dict[str, float]:

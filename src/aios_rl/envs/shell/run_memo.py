@@ -29,7 +29,8 @@ TIMEOUT_MARGIN = 0.5  # reuse a run only when it took at most half of the timeou
 
 
 def tree_key(*parts: Any) -> str:
-    """A digest of the given parts (commands, settings, file trees) by their ``repr``."""
+    """A sha256 digest of the given parts (commands, settings, file trees, test runs) by their ``repr``;
+    the environment's file and progress digests use it too."""
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
