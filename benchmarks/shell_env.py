@@ -1,10 +1,10 @@
 """Shell environment costs and coverage, measured side by side in one run.
 
 Prints: the sandbox's added wall time per trivial command (sandboxed vs the same spawn code without
-bubblewrap), verification time per task (the task's test command sandboxed vs unsandboxed on the same
-copy), episodes per minute with and without the run memo (:mod:`aios_rl.envs.shell.run_memo`) under a
-uniform-random candidate policy and under one that picks among the first 8 candidates offered, and candidate coverage (share of
-tasks whose reference fix is among the patch candidates offered at reset).
+bubblewrap), verification time per task (the task's test command sandboxed vs unsandboxed on the same copy),
+episodes per minute with and without the run memo (:mod:`aios_rl.envs.shell.run_memo`) under a
+uniform-random candidate policy and under one that picks among the first 8 candidates offered, and candidate
+coverage (share of tasks whose reference fix is among the patch candidates offered at reset).
 
 Run: ``.venv/bin/python benchmarks/shell_env.py [--tasks N] [--repeats R]`` (generates its own tasks).
 """

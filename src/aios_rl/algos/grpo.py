@@ -1,15 +1,15 @@
 """GRPO-family update (GRPO, Dr. GRPO, RLOO, Tree-GRPO advantages) and the offline replay update.
 
 GRPO: Shao et al. 2024 (https://arxiv.org/abs/2402.03300); Dr. GRPO: Liu et al. 2025
-(https://arxiv.org/abs/2503.20783); RLOO: Ahmadian et al. 2024 (https://arxiv.org/abs/2402.14740).
-Group advantages come from each task's group of episodes (Tree-GRPO, Ji et al. 2025,
-https://arxiv.org/abs/2509.21240, adds GRPO within each tree of branched episodes, :func:`tree_ids`); every step of an episode shares its episode's
-advantage, plus, with ``step_advantage_coef`` > 0, GiGPO's step-level term (Feng et al. 2025,
-https://arxiv.org/abs/2505.10978): steps taken from the same observation within a group are compared by
-their discounted return, which credits the action at a shared state (a task's opening state, in the
-shell) rather than the whole episode. Ratios are taken on the action's summed log-probability
-(sequence level), which for the compact student is the candidate's log-probability and for LM students the
-sum over the action's tokens.
+(https://arxiv.org/abs/2503.20783); RLOO: Ahmadian et al. 2024 (https://arxiv.org/abs/2402.14740). Group
+advantages come from each task's group of episodes (Tree-GRPO, Ji et al. 2025,
+https://arxiv.org/abs/2509.21240, adds GRPO within each tree of branched episodes, :func:`tree_ids`); every
+step of an episode shares its episode's advantage, plus, with ``step_advantage_coef`` > 0, GiGPO's
+step-level term (Feng et al. 2025, https://arxiv.org/abs/2505.10978): steps taken from the same observation
+within a group are compared by their discounted return, which credits the action at a shared state (a task's
+opening state, in the shell) rather than the whole episode. Ratios are taken on the action's summed
+log-probability (sequence level), which for the compact student is the candidate's log-probability and for
+LM students the sum over the action's tokens.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 For each seed, every method starts from the same initial checkpoint: ``make_student(seed)`` plus the
 distillation warm start, trained once in ``out/seed-S/initial`` and loaded by each method with
 ``init_from`` (weights only; every method gets a fresh optimizer). Each method trains with `shell
-train`'s loop (:class:`ShellTraining`, with ``allocator`` set to the method) until it has spent ``budget`` rollouts, branches and resamples included.
+train`'s loop (:class:`ShellTraining`, with ``allocator`` set to the method) until it has spent
+``budget`` rollouts, branches and resamples included.
 Each round samples ``tasks_per_round`` training tasks and gives the allocator a batch budget of their caps
 (never more than the budget left). Holdout success is evaluated at ``eval_points`` equally spaced
 cumulative-rollout milestones (right after the round that crosses each one; a round that crosses two
@@ -64,7 +65,7 @@ class BenchConfig(ConfigModel):
     budget: int = Field(default=512, ge=1, description="Rollouts each method may spend per seed (all kinds).")
     seeds: int = Field(default=3, ge=1, description="Seeds run, each a fresh student for every method.")
     first_seed: int = Field(
-        default=0, ge=0, description="Seeds run are first_seed..first_seed+seeds-1 (split seeds over processes)."
+        default=0, ge=0, description="Seeds run: first_seed..first_seed+seeds-1 (split seeds over processes)."
     )
     tasks_per_round: int = Field(default=8, ge=1, description="Training tasks per round (one update each).")
     eval_points: int = Field(default=4, ge=1, description="Holdout evaluations at budget·i/P, i = 1..P.")
@@ -138,7 +139,7 @@ def run_bench(
             )
             runs[method].append(run)
     summaries = summarize(runs)
-    (out / RESULTS_FILE).write_text(json.dumps([s.as_json() for s in summaries], indent=2))
+    _write_results(out, summaries)
     return summaries
 
 
@@ -172,9 +173,13 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
     merged = configs[0].model_copy(update={"seeds": len(next(iter(runs.values()))), "first_seed": 0})
     summaries = summarize(runs)
     out.mkdir(parents=True, exist_ok=True)
-    (out / RESULTS_FILE).write_text(json.dumps([s.as_json() for s in summaries], indent=2))
+    _write_results(out, summaries)
     (out / CONFIG_FILE).write_text(merged.model_dump_json(indent=2))
     return summaries, merged
+
+
+def _write_results(out: Path, summaries: list[MethodSummary]) -> None:
+    (out / RESULTS_FILE).write_text(json.dumps([s.as_json() for s in summaries], indent=2))
 
 
 def _seed_run(data: dict[str, Any]) -> SeedRun:
