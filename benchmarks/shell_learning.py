@@ -102,6 +102,8 @@ def main() -> None:
                     warm.warm_start()
                     warm_minutes = (time.perf_counter() - start) / 60
                     add("oracle warm start alone", holdout_eval(warm.policy, tasks_dir, sandbox, seed))
+                    print(f"seed {seed} oracle warm start alone: {rows['oracle warm start alone']['holdout'][-1]:.3f}",
+                          flush=True)
                     warm.close()
                 cfg = cfg.model_copy(update={"init_from": f"{warm_run}:active"})
             start = time.perf_counter()

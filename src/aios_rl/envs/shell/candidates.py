@@ -29,6 +29,13 @@ Feature layout (:data:`FEATURE_NAMES`; every candidate has every key, floats):
                               0 without a spectrum
 ``line_suspicion_rank``       patch: share of the other patches with a strictly higher line suspicion (0:
                               none); 1 for other kinds
+``naturalness``               patch: how much more common in the working copy's code the n-grams of the
+                              lines it adds are than those of the lines it removes
+                              (:func:`~aios_rl.envs.shell.naturalness.naturalness_gain`); 0 for other kinds
+``naturalness_rank``          patch: share of the other patches with a strictly higher naturalness; 1 for
+                              other kinds
+``localization_rank``         patch: share of the other patches strictly ahead by line suspicion, then
+                              naturalness (both higher first); 1 for other kinds
 ``already_read``              patch/read: the file was already read (``read``, ``cat``, ``head``...)
 ``already_tried``             this exact candidate text was already taken as an action
 ``step_fraction``             steps taken so far / max steps
@@ -63,6 +70,7 @@ from aios_rl.envs.shell.mutate import (
     unified_diff,
 )
 from aios_rl.envs.shell.mutation_scope import iter_functions
+from aios_rl.envs.shell.naturalness import naturalness_gain, ngram_counts
 from aios_rl.envs.shell.pytest_output import SuiteRun
 from aios_rl.envs.shell.spectrum import LineSpectrum, rank_fractions
 
@@ -72,7 +80,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(f"kind_{k}" for k in KINDS),
     *(f"op_{op}" for op in PATCH_OPERATORS),
     "in_traceback", "traceback_distance", "called_by_failing_test", "suspicion", "line_suspicion",
-    "line_suspicion_rank", "already_read", "already_tried", "step_fraction", "failing_tests",
+    "line_suspicion_rank", "naturalness", "naturalness_rank", "localization_rank", "already_read", "already_tried", "step_fraction", "failing_tests",
     "failing_fraction", "modified", "last_patch_failed",
 )  # fmt: skip
 STOP_CANDIDATE = "stop done"
@@ -112,6 +120,7 @@ class PatchCandidate:
     traceback_distance: float
     called_by_failing_test: bool
     suspicion: float = 0.0
+    naturalness: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -240,7 +249,9 @@ def patch_pool(
     traceback line of the file; then shallower call depth; then source position.
     """
     ranked: list[tuple[tuple, PatchCandidate]] = []
-    for path, sites in sorted(localize(files, run, small_repo_functions).items()):
+    sites_by_file = localize(files, run, small_repo_functions)
+    counts = ngram_counts(files) if sites_by_file else None
+    for path, sites in sorted(sites_by_file.items()):
         text = files[path]
         n_lines = max(1, text.count("\n") + 1)
         file_tb = sorted({line for site in sites.values() for line in site.traceback_lines})
@@ -267,6 +278,7 @@ def patch_pool(
                 traceback_distance=1.0 if lines is None else min(1.0, lines / n_lines),
                 called_by_failing_test=site.tests > 0,
                 suspicion=site.suspicion,
+                naturalness=round(naturalness_gain(diff, counts), 6) if counts is not None else 0.0,
             )
             key = _rank_key(site, lines if lines is not None else n_lines, path, edit, candidate.text)
             ranked.append((key, candidate))
@@ -307,6 +319,7 @@ def assemble(
     patches = list(pool[: room - n_reads])
     common = _common_features(run, history)
     line_scores = [spectrum.ochiai(c.file, c.lineno) if spectrum else 0.0 for c in patches]
+    natural = [c.naturalness for c in patches]
     rows: list[tuple[str, dict[str, float]]] = []
     for path in sorted(reads[:n_reads]):
         found = by_file.get(path, [])
@@ -319,7 +332,10 @@ def assemble(
             "already_read": path in history.files_read,
         })))
     rows.append((run_text, _features("run", None, common, history, run_text, {})))
-    for c, line_score, line_rank in zip(patches, line_scores, rank_fractions(line_scores)):
+    for c, line_score, line_rank, natural_rank, local_rank in zip(
+        patches, line_scores, rank_fractions(line_scores), rank_fractions(natural),
+        rank_fractions(list(zip(line_scores, natural))),
+    ):
         rows.append((c.text, _features("patch", c.operator, common, history, c.text, {
             "in_traceback": c.in_traceback,
             "traceback_distance": c.traceback_distance,
@@ -327,6 +343,9 @@ def assemble(
             "suspicion": c.suspicion,
             "line_suspicion": line_score,
             "line_suspicion_rank": line_rank,
+            "naturalness": c.naturalness,
+            "naturalness_rank": natural_rank,
+            "localization_rank": local_rank,
             "already_read": c.file in history.files_read,
         })))
     if history.modified:
@@ -344,7 +363,7 @@ def _features(
     if operator is not None:
         row[f"op_{operator}"] = 1.0
     row["traceback_distance"] = 1.0  # "no traceback line near", unless the facts say otherwise
-    row["line_suspicion_rank"] = 1.0
+    row["line_suspicion_rank"] = row["naturalness_rank"] = row["localization_rank"] = 1.0
     row.update({key: float(value) for key, value in facts.items()})
     row["already_tried"] = float(text in history.tried)
     row.update(common)

@@ -18,6 +18,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from aios_rl.contracts.errors import EnvError
 
@@ -116,13 +117,16 @@ def parse_spectrum(text: str) -> LineSpectrum:
     return LineSpectrum(failed_total, {key: (ef, ep) for key, (ef, ep) in counts.items()})
 
 
-def rank_fractions(scores: Sequence[float]) -> list[float]:
-    """For each score, the share of the others that are strictly higher (0 for the best)."""
+def rank_fractions(scores: Sequence[Any]) -> list[float]:
+    """For each score, the share of the others that are strictly higher (0 for the best).
+
+    Scores may be any hashable, mutually comparable values, e.g. tuples for a lexicographic order.
+    """
     n = len(scores)
     if n <= 1:
         return [0.0] * n
     ordered = sorted(scores, reverse=True)
-    first_index: dict[float, int] = {}
+    first_index: dict[Any, int] = {}
     for i, s in enumerate(ordered):
         first_index.setdefault(s, i)
     return [first_index[s] / (n - 1) for s in scores]
