@@ -66,6 +66,24 @@ def test_eval_json_shape(trained: tuple[Path, Path]) -> None:
     assert uniform["checkpoint"] == "uniform"
 
 
+def test_eval_samples_at_a_temperature(trained: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    tasks, run = trained
+    holdout = sum(json.loads((d / "manifest.json").read_text())["split"] == "holdout" for d in tasks.iterdir() if d.is_dir())
+    out = json.loads(aios("shell", "eval", "--run", str(run), "--samples", "2", "--temperature", "1.0", "--json").stdout)
+    assert out["episodes"] == 2 * holdout
+    bad = aios("shell", "eval", "--run", str(run), "--temperature", "-1", check=False)
+    assert bad.returncode == 2 and "--temperature must be >= 0" in bad.stderr
+
+    from aios_rl.campaign import shell_eval
+
+    seen = []
+    real = shell_eval.evaluate
+    monkeypatch.setattr(shell_eval, "evaluate", lambda *a, **k: seen.append(k["regime"]) or real(*a, **k))
+    shell_eval.run_shell_eval(run, split="holdout", temperature=0.7)
+    shell_eval.run_shell_eval(run, split="holdout")
+    assert [r.temperature for r in seen] == [0.7, shell_eval.GREEDY.temperature]
+
+
 def test_train_resumes_a_finished_run_with_more_epochs(trained: tuple[Path, Path], tmp_path: Path) -> None:
     tasks, run = trained
     aios("shell", "train", "--tasks", str(tasks), "--run", str(run), "--epochs", "2",

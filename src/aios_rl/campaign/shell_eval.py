@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from aios_rl.campaign.evaluate import EvalResult, evaluate
+from aios_rl.campaign.evaluate import GREEDY, EvalResult, evaluate
 from aios_rl.campaign.students import restore_student
 from aios_rl.campaign.train import TRAIN_CONFIG_KEY, ShellTrainConfig
-from aios_rl.contracts.episode import Task
+from aios_rl.contracts.episode import DecodingRegime, Task
 from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.control.plane import ControlPlane
 from aios_rl.envs.shell.env import ShellBugfixEnv
@@ -40,8 +40,19 @@ def run_shell_eval(
     samples: int = 1,
     policy_kind: str = "checkpoint",
     seed: int = 0,
+    temperature: float = 0.0,
     show_progress: bool = False,
 ) -> EvalResult:
+    """Evaluate a checkpoint of ``run`` (or the uniform policy) on a split of a task set.
+
+    ``temperature`` 0 decodes greedily, so ``samples`` > 1 only repeats the same episodes; a positive
+    temperature samples, and ``samples`` episodes per task then estimate the sampled success rate.
+    """
+    if temperature < 0:
+        raise ConfigError(f"--temperature must be >= 0 (0: greedy), got {temperature}")
+    if samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {samples}")
+    regime = GREEDY if temperature == 0 else DecodingRegime(name="sampled", temperature=temperature)
     if not (run / "control.db").is_file():
         raise StorageError(f"{run} is not a run directory (no control.db); train first with `aios-rl shell train`")
     plane = ControlPlane(run, writer=False)
@@ -75,6 +86,7 @@ def run_shell_eval(
     sandbox = Sandbox(config.env.sandbox)
     result = evaluate(
         policy, selected, lambda: ShellBugfixEnv(config.env, sandbox=sandbox), samples=samples, seed=seed, version=version,
+        regime=regime,
         group_of=holdout_group(train_repos), workers=config.workers,
         on_task=(lambda *_: bar.update(1)) if bar is not None else None,
     )

@@ -98,16 +98,23 @@ def evaluate(
     checkpoint: str = typer.Option("active", "--checkpoint", help="active | last_stable | initial | a checkpoint id"),
     tasks: Path | None = typer.Option(None, "--tasks", help="Task directory (default: the one the run trained on)."),
     split: str = typer.Option("holdout", "--split", help="holdout | train"),
-    samples: int = typer.Option(1, "--samples", help="Episodes per task."),
+    samples: int = typer.Option(1, "--samples", help="Episodes per task (use with --temperature > 0)."),
+    temperature: float = typer.Option(
+        0.0, "--temperature", help="0: greedy decoding (the default); > 0: sample at this temperature."
+    ),
     policy: str = typer.Option("checkpoint", "--policy", help="checkpoint | uniform (the random-candidate baseline)."),
     seed: int = typer.Option(0, "--seed", help="Evaluation seed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Run every selected task with a checkpoint (greedy decoding) and report success per family."""
+    """Run every selected task with a checkpoint and report success per family.
+
+    Decoding is greedy unless --temperature is positive; then --samples episodes per task estimate the
+    success rate of the sampled policy.
+    """
     from aios_rl.campaign.shell_eval import run_shell_eval
 
     result = run_shell_eval(run, checkpoint=checkpoint, tasks_dir=tasks, split=split, samples=samples,
-                            policy_kind=policy, seed=seed, show_progress=not as_json and sys.stderr.isatty())
+                            policy_kind=policy, seed=seed, temperature=temperature, show_progress=not as_json and sys.stderr.isatty())
     if as_json:
         typer.echo(json.dumps(result.as_json(), indent=2))
         return
