@@ -68,8 +68,10 @@ def test_eval_json_shape(trained: tuple[Path, Path]) -> None:
 
 def test_eval_samples_at_a_temperature(trained: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     tasks, run = trained
-    holdout = sum(json.loads((d / "manifest.json").read_text())["split"] == "holdout" for d in tasks.iterdir() if d.is_dir())
-    out = json.loads(aios("shell", "eval", "--run", str(run), "--samples", "2", "--temperature", "1.0", "--json").stdout)
+    manifests = [json.loads((d / "manifest.json").read_text()) for d in tasks.iterdir() if d.is_dir()]
+    holdout = sum(m["split"] == "holdout" for m in manifests)
+    out = json.loads(aios("shell", "eval", "--run", str(run), "--samples", "2", "--temperature", "1.0",
+                          "--json").stdout)
     assert out["episodes"] == 2 * holdout
     bad = aios("shell", "eval", "--run", str(run), "--temperature", "-1", check=False)
     assert bad.returncode == 2 and "--temperature must be >= 0" in bad.stderr

@@ -114,7 +114,8 @@ def evaluate(
     from aios_rl.campaign.shell_eval import run_shell_eval
 
     result = run_shell_eval(run, checkpoint=checkpoint, tasks_dir=tasks, split=split, samples=samples,
-                            policy_kind=policy, seed=seed, temperature=temperature, show_progress=not as_json and sys.stderr.isatty())
+                            policy_kind=policy, seed=seed, temperature=temperature,
+                            show_progress=not as_json and sys.stderr.isatty())
     if as_json:
         typer.echo(json.dumps(result.as_json(), indent=2))
         return

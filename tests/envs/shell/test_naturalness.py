@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from aios_rl.envs.shell.candidates import patch_pool
+from aios_rl.envs.shell.candidates import History, assemble, patch_pool
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.naturalness import diff_lines, line_ngrams, naturalness_gain, ngram_counts
 
@@ -29,7 +29,8 @@ def test_diff_lines_reads_hunks_by_their_lengths() -> None:
 
 def test_gain_by_hand() -> None:
     # The repository uses "i <= n" twice elsewhere and "i < n" only on the buggy line.
-    files = {"m.py": "if i <= n:\n    pass\nwhile i <= n:\n    pass\nif i < n:\n    pass\n", "README": "i < n"}
+    source = "if i <= n:\n    pass\nwhile i <= n:\n    pass\nif i < n:\n    pass\n"
+    files = {"m.py": source, "README": "i < n"}
     counts = ngram_counts(files, order=2)
     assert counts[("i", "<=")] == 2 and counts[("i", "<")] == 1  # README is not Python: not counted
     diff = unified_diff(files["m.py"], files["m.py"].replace("if i < n:", "if i <= n:"), "m.py")
@@ -50,8 +51,18 @@ def test_patch_pool_scores_the_fix_as_more_natural_than_other_edits() -> None:
         "def within(lo, x, hi):\n    return lo <= x and x <= hi\n\n"
         "def inside(lo, x, hi):\n    return lo <= x and x < hi\n"
     )
-    files = {"m.py": source, "test_m.py": "from m import inside\n\ndef test_inside():\n    assert inside(1, 2, 2)\n"}
+    test = "from m import inside\n\ndef test_inside():\n    assert inside(1, 2, 2)\n"
+    files = {"m.py": source, "test_m.py": test}
     pool = patch_pool(files, None, small_repo_functions=20)
     fix = next(c for c in pool if "+    return lo <= x and x <= hi" in c.text and c.qualname == "inside")
     others = [c for c in pool if c.qualname == "inside" and c is not fix]
     assert others and all(c.naturalness < fix.naturalness for c in others)
+
+    # Without a line spectrum every line suspicion is 0, so the localization rank is the naturalness rank.
+    texts, features = assemble(pool, files, None, ["pytest"], History(step=0, max_steps=12), 256)
+    patches = [(t, f) for t, f in zip(texts, features) if t.startswith("patch")]
+    by_text = dict(patches)
+    assert by_text[fix.text]["naturalness"] == fix.naturalness
+    assert by_text[fix.text]["naturalness_rank"] == by_text[fix.text]["localization_rank"] == 0.0
+    assert all(f["localization_rank"] > 0.0 for t, f in patches if f["naturalness"] < fix.naturalness)
+    assert all(f["naturalness_rank"] == 1.0 for t, f in zip(texts, features) if not t.startswith("patch"))

@@ -80,8 +80,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(f"kind_{k}" for k in KINDS),
     *(f"op_{op}" for op in PATCH_OPERATORS),
     "in_traceback", "traceback_distance", "called_by_failing_test", "suspicion", "line_suspicion",
-    "line_suspicion_rank", "naturalness", "naturalness_rank", "localization_rank", "already_read", "already_tried", "step_fraction", "failing_tests",
-    "failing_fraction", "modified", "last_patch_failed",
+    "line_suspicion_rank", "naturalness", "naturalness_rank", "localization_rank", "already_read",
+    "already_tried", "step_fraction", "failing_tests", "failing_fraction", "modified", "last_patch_failed",
 )  # fmt: skip
 STOP_CANDIDATE = "stop done"
 REVERT_CANDIDATE = "revert"

@@ -93,4 +93,5 @@ def naturalness_gain(diff: str, counts: Mapping[Gram, int], order: int = DEFAULT
         values = [math.log1p(max(0, counts.get(g, 0) - own[g])) for g in grams]
         return sum(values) / len(values) if values else 0.0
 
-    return mean_log_count(g for line in added for g in line_ngrams(line, order)) - mean_log_count(own.elements())
+    gained = mean_log_count(g for line in added for g in line_ngrams(line, order))
+    return gained - mean_log_count(own.elements())
