@@ -55,6 +55,7 @@ import ast
 import functools
 import math
 import shlex
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -250,7 +251,7 @@ def patch_pool(
     """
     ranked: list[tuple[tuple, PatchCandidate]] = []
     sites_by_file = localize(files, run, small_repo_functions)
-    counts = ngram_counts(files) if sites_by_file else None
+    counts = ngram_counts(files) if sites_by_file else Counter()
     for path, sites in sorted(sites_by_file.items()):
         text = files[path]
         n_lines = max(1, text.count("\n") + 1)
@@ -278,7 +279,7 @@ def patch_pool(
                 traceback_distance=1.0 if lines is None else min(1.0, lines / n_lines),
                 called_by_failing_test=site.tests > 0,
                 suspicion=site.suspicion,
-                naturalness=round(naturalness_gain(diff, counts), 6) if counts is not None else 0.0,
+                naturalness=round(naturalness_gain(diff, counts), 6),
             )
             key = _rank_key(site, lines if lines is not None else n_lines, path, edit, candidate.text)
             ranked.append((key, candidate))

@@ -25,11 +25,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell.patches import changed_lines
+
 __all__ = ["DEFAULT_ORDER", "diff_lines", "naturalness_gain", "ngram_counts", "line_ngrams"]
 
 DEFAULT_ORDER = 4  # see the module docstring for how it was chosen
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|<=|>=|==|!=|\*\*|//|->|\+=|-=|[^\sA-Za-z0-9_]")
-_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 Gram = tuple[str, ...]
 
@@ -53,31 +55,12 @@ def ngram_counts(files: Mapping[str, str], order: int = DEFAULT_ORDER) -> Counte
 
 
 def diff_lines(diff: str) -> tuple[list[str], list[str]]:
-    """The removed and the added lines of a unified diff (hunk bodies only, headers skipped).
-
-    Lines are counted against each hunk header's lengths, so content that itself starts with ``---`` or
-    ``+++`` is read as content and a following file header is not.
-    """
-    removed: list[str] = []
-    added: list[str] = []
-    old_left = new_left = 0
-    for line in diff.split("\n"):
-        if old_left or new_left:
-            tag, body = line[:1], line[1:]
-            if tag == "-":
-                removed.append(body)
-                old_left -= 1
-            elif tag == "+":
-                added.append(body)
-                new_left -= 1
-            elif tag in (" ", ""):
-                old_left, new_left = old_left - 1, new_left - 1
-            continue
-        match = _HUNK.match(line)
-        if match:
-            old_left = int(match.group(1) if match.group(1) is not None else 1)
-            new_left = int(match.group(2) if match.group(2) is not None else 1)
-    return removed, added
+    """The removed and the added lines of a unified diff (:func:`~aios_rl.envs.shell.patches.changed_lines`);
+    both empty when ``diff`` is not a well-formed diff, which then scores 0."""
+    try:
+        return changed_lines(diff)
+    except EnvError:
+        return [], []
 
 
 def naturalness_gain(diff: str, counts: Mapping[Gram, int], order: int = DEFAULT_ORDER) -> float:

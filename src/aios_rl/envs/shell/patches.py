@@ -42,8 +42,10 @@ def unified_diff(before: str, after: str, relpath: str) -> str:
 @dataclass(frozen=True)
 class _Hunk:
     old_start: int
-    old: tuple[str, ...]
-    new: tuple[str, ...]
+    old: tuple[str, ...]  # context and removed lines, in order
+    new: tuple[str, ...]  # context and added lines, in order
+    removed: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
 
 
 def _diff_path(header: str, line_no: int) -> str | None:
@@ -65,6 +67,7 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
     new_left = int(match[4]) if match[4] is not None else 1
     old: list[str] = []
     new: list[str] = []
+    changed: dict[str, list[str]] = {"-": [], "+": []}
     i += 1
     last = ""
     while i < len(lines) and (old_left > 0 or new_left > 0 or lines[i].startswith("\\")):
@@ -75,6 +78,8 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
                 if last in flag and side:
                     side[-1] = side[-1].removesuffix("\n")
         elif tag in (" ", "-", "+"):
+            if tag != " ":
+                changed[tag].append(body)
             if tag in " -":
                 old.append(body)
                 old_left -= 1
@@ -89,7 +94,19 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
         raise EnvError(
             f"diff hunk {match[0]!r} ends early: {old_left} old and {new_left} new line(s) missing"
         )
-    return _Hunk(int(match[1]), tuple(old), tuple(new)), i
+    return _Hunk(int(match[1]), tuple(old), tuple(new), tuple(changed["-"]), tuple(changed["+"])), i
+
+
+def changed_lines(diff: str) -> tuple[list[str], list[str]]:
+    """The removed and the added lines of a unified diff, in order and without their line endings.
+
+    Raises:
+        EnvError: ``diff`` is not a well-formed unified diff (as for :func:`apply_unified_diff`).
+    """
+    hunks = [hunk for _, _, file_hunks in _parse_diff(diff) for hunk in file_hunks]
+    removed = [line.removesuffix("\n") for hunk in hunks for line in hunk.removed]
+    added = [line.removesuffix("\n") for hunk in hunks for line in hunk.added]
+    return removed, added
 
 
 def _parse_diff(diff: str) -> list[tuple[str | None, str | None, list[_Hunk]]]:
