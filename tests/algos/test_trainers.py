@@ -9,7 +9,7 @@ import torch
 
 from aios_rl.algos.batch import flatten_episodes, negative_states
 from aios_rl.algos.distill import distill_batch_from, distill_update
-from aios_rl.algos.grpo import grpo_update, offline_update, tree_ids
+from aios_rl.algos.grpo import anchor_ids, grpo_update, offline_update, tree_ids
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.trainer import Trainer, TrainerConfig
 from aios_rl.contracts.episode import BranchRef, Episode, Observation, Step
@@ -88,6 +88,18 @@ def test_step_advantages_credit_the_faster_fix_at_a_shared_opening_state() -> No
             grpo_update(trainer, episodes, [0] * 4, generator=torch.Generator().manual_seed(i))
         gains[coef] = prob_of(policy, 0, "patch fix-0-0") - start
     assert gains[0.0] == pytest.approx(0.0, abs=1e-6) and gains[1.0] > 0.2, gains
+
+
+def test_anchor_states_follow_the_declared_state_key_across_step_counters() -> None:
+    # Steps 0 and 2 show one environment state (say, the reset state and the state after a revert) with
+    # different texts; without a declared key only identical observations anchor together.
+    keyed = [obs(0, k).model_copy(update={"state_key": key}) for k, key in enumerate(["s0", "s1", "s0"])]
+    plain = [obs(0, k) for k in range(3)]
+    steps = [Step(observation=o, action="patch fix-0-0", logprob=-1.6, entropy=1.6) for o in (*keyed, *plain, plain[0])]
+    batch = flatten_episodes([Episode(environment="shell", task_id="t0", trajectory=steps, outcome="failure",
+                                      reward=-1.0, env_reward=-1.0, policy_version="c0")])
+    assert anchor_ids(batch, [0] * 7).tolist() == [0, 1, 0, 2, 3, 4, 2]
+    assert anchor_ids(batch, [0, 0, 1, 0, 0, 0, 0]).tolist() == [0, 1, 2, 3, 4, 5, 3]  # never across groups
 
 
 def test_tree_ids_follow_branch_chains_within_groups() -> None:

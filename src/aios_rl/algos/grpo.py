@@ -87,12 +87,15 @@ def grpo_update(
 
 
 def anchor_ids(batch: StepBatch, group_of_step: Sequence[int]) -> torch.Tensor:
-    """One integer per step; equal for steps of the same group taken from an identical observation (its
-    environment, text and candidates), GiGPO's anchor states."""
+    """One integer per step; equal for steps of the same group taken from the same state, GiGPO's anchor
+    states. The state is the observation's ``state_key`` where the environment declares one (so a state
+    revisited later in an episode, or reached by another episode, anchors with the first visit although
+    the step counter in its text differs); else the identical observation (text and candidates)."""
     index: dict[tuple, int] = {}
     ids = []
     for group, environment, obs in zip(group_of_step, batch.environments, batch.observations, strict=True):
-        key = (group, environment, obs.text, tuple(obs.candidates))
+        key = (group, environment, obs.state_key) if obs.state_key is not None else (
+            group, environment, obs.text, tuple(obs.candidates))
         ids.append(index.setdefault(key, len(index)))
     return torch.tensor(ids, dtype=torch.long)
 

@@ -78,6 +78,12 @@ class Observation(Record):
         description="Numeric features per candidate (same order as candidates), derived from observations only.",
     )
     features: dict[str, float] = Field(default_factory=dict, description="Numeric observation features.")
+    state_key: str | None = Field(
+        default=None,
+        description="Opaque id of the environment state shown, equal for equal states whatever the step counter "
+        "or last-action text (the shell: working copy and latest test results). Groups steps into GiGPO anchor "
+        "states for step-level credit; never a student input. None: the observation itself identifies the state.",
+    )
 
 
 class DecodingRegime(Record):

@@ -101,6 +101,11 @@ def test_revert_restores_the_reset_state_without_rerunning(tmp_path: Path, sandb
         # The wrong patch was applied to this very working copy before: it is not offered again.
         assert wrong not in reverted.observation.candidates
         assert all(f["modified"] == 0.0 for f in reverted.observation.candidate_features)
+        # The same environment state as at reset (files and test results), though the text differs: one
+        # GiGPO anchor state; the patched working copy is another.
+        assert reverted.observation.state_key == opening.state_key is not None
+        assert reverted.observation.text != opening.text
+        assert after.observation.state_key != opening.state_key
         fixed = env.step("patch\n" + unified_diff(CALC, FIXED, "calc.py"))
         assert fixed.terminated and env.verify().outcome == "success"
     finally:

@@ -509,7 +509,8 @@ class ShellBugfixEnv:
         texts, features = assemble(pool, sources, state.latest, state.spec.test_command, history,
                                    self.config.max_candidates, state.spectrum)
         return Observation(text=self._render(state), candidates=texts, candidate_features=features,
-                           features=_observation_features(state, self.config.max_steps))
+                           features=_observation_features(state, self.config.max_steps),
+                           state_key=state.progress_key)
 
     def _render(self, state: EpisodeState) -> str:
         last = state.last_action.strip().split("\n")
