@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -48,6 +50,29 @@ def holdout_eval(policy, tasks_dir: Path, sandbox: Sandbox, seed: int) -> dict[s
     return {"holdout": result.success_rate, **result.by_group}
 
 
+def unlabel(tasks_dir: Path, out: Path, fraction: float) -> Path:
+    """A copy of ``tasks_dir`` in which only ``fraction`` of the training tasks keep their reference patch.
+
+    The others look like bug reports without a known fix: the oracle cannot demonstrate or label them (it
+    shapes their rewards from test evidence only), so only RL learns from them. Holdout tasks are copied
+    unchanged. The labelled subset is fixed (seed 0) so every seed and configuration sees the same one.
+    """
+    if out.exists():
+        return out
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(tasks_dir, partial)
+    train = sorted(m for m in partial.glob("*/manifest.json") if json.loads(m.read_text())["split"] == "train")
+    keep = set(random.Random(0).sample(train, round(fraction * len(train))))
+    for manifest in train:
+        if manifest not in keep:
+            data = json.loads(manifest.read_text())
+            data["reference_patch"] = None
+            manifest.write_text(json.dumps(data, indent=2))
+    partial.rename(out)
+    return out
+
+
 def fmt(values: list[float]) -> str:
     if not values:
         return "-"
@@ -66,6 +91,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
     parser.add_argument("--tasks", type=Path, default=None, help="an existing task set (default: generate --count into OUT/tasks)")
     parser.add_argument("--configs", default="rl,distill,distill+rl", help="subset of: rl, distill, distill+rl")
+    parser.add_argument("--label-fraction", type=float, default=1.0,
+                        help="share of training tasks whose reference fix the oracle may use (default 1: all); "
+                        "the rest are trained on by RL alone")
     parser.add_argument("--no-baselines", action="store_true", help="skip the uniform and untrained evaluations")
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
                         help="print one table over these results-*.json files (seeds run in parallel) and exit")
@@ -78,6 +106,10 @@ def main() -> None:
     tasks_dir = args.tasks or args.out / "tasks"
     if not tasks_dir.exists():
         generate_benchmark(tasks_dir, GeneratorConfig(count=args.count, seed=0))
+    if not 0 < args.label_fraction <= 1:
+        parser.error(f"--label-fraction must be in (0, 1], got {args.label_fraction}")
+    if args.label_fraction < 1:
+        tasks_dir = unlabel(tasks_dir, args.out / f"tasks-labels-{args.label_fraction:g}", args.label_fraction)
     sandbox = Sandbox()
     rows: dict[str, dict[str, list[float]]] = {}
     minutes: dict[str, list[float]] = {}
