@@ -23,10 +23,12 @@ from pathlib import Path
 
 import torch
 
+from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.evaluate import evaluate
 from aios_rl.campaign.shell_eval import holdout_group
 from aios_rl.campaign.students import restore_student
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+from aios_rl.contracts.episode import DecodingRegime
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.sandbox import Sandbox
@@ -50,27 +52,46 @@ def holdout_eval(policy, tasks_dir: Path, sandbox: Sandbox, seed: int) -> dict[s
     return {"holdout": result.success_rate, **result.by_group}
 
 
-def unlabel(tasks_dir: Path, out: Path, fraction: float) -> Path:
-    """A copy of ``tasks_dir`` in which only ``fraction`` of the training tasks keep their reference patch.
+def val_eval(policy, val_dir: Path, sandbox: Sandbox, seed: int, samples: int = 4) -> dict[str, float]:
+    """Sampled success (temperature 1) on the validation tasks carved from the training split."""
+    env_config = ShellEnvConfig()
+    result = evaluate(policy, load_tasks(val_dir), lambda: ShellBugfixEnv(env_config, sandbox=sandbox),
+                      samples=samples, seed=seed, regime=DecodingRegime(name="val", temperature=1.0))
+    return {"val": result.success_rate}
 
+
+def derive_tasks(tasks_dir: Path, out: Path, label_fraction: float, val_fraction: float) -> tuple[Path, Path | None]:
+    """A copy of ``tasks_dir`` for training and, with ``val_fraction`` > 0, a validation directory.
+
+    Validation: a fixed share of the training tasks (seed 1) moves out of the copy into ``OUT-val``, so no
+    training run sees them; settings are chosen on them, never on the holdout. Labels: only
+    ``label_fraction`` of the remaining training tasks keep their reference patch (a fixed subset, seed 0).
     The others look like bug reports without a known fix: the oracle cannot demonstrate or label them (it
     shapes their rewards from test evidence only), so only RL learns from them. Holdout tasks are copied
-    unchanged. The labelled subset is fixed (seed 0) so every seed and configuration sees the same one.
+    unchanged.
     """
+    val = out.with_name(out.name + "-val") if val_fraction > 0 else None
     if out.exists():
-        return out
+        return out, val
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(tasks_dir, partial)
     train = sorted(m for m in partial.glob("*/manifest.json") if json.loads(m.read_text())["split"] == "train")
-    keep = set(random.Random(0).sample(train, round(fraction * len(train))))
+    if val is not None:
+        held = set(random.Random(1).sample(train, round(val_fraction * len(train))))
+        shutil.rmtree(val, ignore_errors=True)
+        val.mkdir(parents=True)
+        for manifest in sorted(held):
+            shutil.move(str(manifest.parent), str(val / manifest.parent.name))
+        train = [m for m in train if m not in held]
+    keep = set(random.Random(0).sample(train, round(label_fraction * len(train))))
     for manifest in train:
         if manifest not in keep:
             data = json.loads(manifest.read_text())
             data["reference_patch"] = None
             manifest.write_text(json.dumps(data, indent=2))
     partial.rename(out)
-    return out
+    return out, val
 
 
 def fmt(values: list[float]) -> str:
@@ -94,6 +115,11 @@ def main() -> None:
     parser.add_argument("--label-fraction", type=float, default=1.0,
                         help="share of training tasks whose reference fix the oracle may use (default 1: all); "
                         "the rest are trained on by RL alone")
+    parser.add_argument("--val-fraction", type=float, default=0.0,
+                        help="share of training tasks moved out of training into a validation set, on which every "
+                        "configuration is also evaluated (sampled, 4 episodes per task): choose settings there")
+    parser.add_argument("--trainer", action="append", default=[], metavar="KEY=VALUE",
+                        help="a trainer setting for the epochs after the warm start (repeatable), e.g. update_epochs=4")
     parser.add_argument("--no-baselines", action="store_true", help="skip the uniform and untrained evaluations")
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
                         help="print one table over these results-*.json files (seeds run in parallel) and exit")
@@ -108,8 +134,17 @@ def main() -> None:
         generate_benchmark(tasks_dir, GeneratorConfig(count=args.count, seed=0))
     if not 0 < args.label_fraction <= 1:
         parser.error(f"--label-fraction must be in (0, 1], got {args.label_fraction}")
-    if args.label_fraction < 1:
-        tasks_dir = unlabel(tasks_dir, args.out / f"tasks-labels-{args.label_fraction:g}", args.label_fraction)
+    if not 0 <= args.val_fraction < 1:
+        parser.error(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
+    val_dir = None
+    if args.label_fraction < 1 or args.val_fraction > 0:
+        name = f"tasks-labels-{args.label_fraction:g}" + (f"-val-{args.val_fraction:g}" if args.val_fraction else "")
+        tasks_dir, val_dir = derive_tasks(tasks_dir, args.out / name, args.label_fraction, args.val_fraction)
+    try:
+        trainer_update = dict(item.split("=", 1) for item in args.trainer)
+        TrainerConfig.model_validate(trainer_update)
+    except ValueError as exc:
+        parser.error(f"--trainer: {exc}")
     sandbox = Sandbox()
     rows: dict[str, dict[str, list[float]]] = {}
     minutes: dict[str, list[float]] = {}
@@ -134,10 +169,15 @@ def main() -> None:
                     warm.warm_start()
                     warm_minutes = (time.perf_counter() - start) / 60
                     add("oracle warm start alone", holdout_eval(warm.policy, tasks_dir, sandbox, seed))
+                    if val_dir is not None:
+                        add("oracle warm start alone", val_eval(warm.policy, val_dir, sandbox, seed))
                     print(f"seed {seed} oracle warm start alone: {rows['oracle warm start alone']['holdout'][-1]:.3f}",
                           flush=True)
                     warm.close()
                 cfg = cfg.model_copy(update={"init_from": f"{warm_run}:active"})
+            if trainer_update:
+                trainer = TrainerConfig.model_validate(cfg.trainer.model_dump() | trainer_update)
+                cfg = cfg.model_copy(update={"trainer": trainer})
             start = time.perf_counter()
             training = ShellTraining(run, tasks_dir, cfg)
             if name == "pure RL (--teacher none)" and not args.no_baselines:
@@ -150,6 +190,8 @@ def main() -> None:
             policy = training.policy
             training.close()
             add(name, holdout_eval(policy, tasks_dir, sandbox, seed))
+            if val_dir is not None:
+                add(name, val_eval(policy, val_dir, sandbox, seed))
             print(f"seed {seed} {name}: {rows[name]['holdout'][-1]:.3f}", flush=True)
 
     print(f"\nshell learning benchmark: {args.seeds} seed(s), {args.epochs} epochs x {args.tasks_per_epoch} tasks "
@@ -162,11 +204,14 @@ def main() -> None:
 
 
 def print_table(rows: dict[str, dict[str, list[float]]], minutes: dict[str, list[float]]) -> None:
-    print(f"{'policy':<28}{'holdout %':>16}{'unseen mutants %':>20}{'unseen repos %':>18}{'train min':>11}")
+    val = any("val" in scores for scores in rows.values())
+    print(f"{'policy':<28}{'holdout %':>16}{'unseen mutants %':>20}{'unseen repos %':>18}{'train min':>11}"
+          + (f"{'val % (sampled)':>18}" if val else ""))
     for name, scores in rows.items():
         mins = f"{statistics.mean(minutes[name]):.1f}" if name in minutes else "-"
+        extra = f"{fmt(scores.get('val', [])):>18}" if val else ""
         print(f"{name:<28}{fmt(scores['holdout']):>16}{fmt(scores.get('unseen_mutants', [])):>20}"
-              f"{fmt(scores.get('unseen_repos', [])):>18}{mins:>11}")
+              f"{fmt(scores.get('unseen_repos', [])):>18}{mins:>11}{extra}")
 
 
 def merge(files: list[Path]) -> None:
