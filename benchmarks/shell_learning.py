@@ -153,6 +153,11 @@ def main() -> None:
         for key, value in scores.items():
             rows.setdefault(name, {}).setdefault(key, []).append(value)
 
+    def add_trained(name: str, policy, seed: int) -> None:
+        add(name, holdout_eval(policy, tasks_dir, sandbox, seed))
+        if val_dir is not None:
+            add(name, val_eval(policy, val_dir, sandbox, seed))
+
     chosen = {SHORT[key.strip()]: CONFIGS[SHORT[key.strip()]] for key in args.configs.split(",")}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         if not args.no_baselines:
@@ -168,9 +173,7 @@ def main() -> None:
                     warm = ShellTraining(warm_run, tasks_dir, cfg.model_copy(update={"rl": False}))
                     warm.warm_start()
                     warm_minutes = (time.perf_counter() - start) / 60
-                    add("oracle warm start alone", holdout_eval(warm.policy, tasks_dir, sandbox, seed))
-                    if val_dir is not None:
-                        add("oracle warm start alone", val_eval(warm.policy, val_dir, sandbox, seed))
+                    add_trained("oracle warm start alone", warm.policy, seed)
                     print(f"seed {seed} oracle warm start alone: {rows['oracle warm start alone']['holdout'][-1]:.3f}",
                           flush=True)
                     warm.close()
@@ -189,9 +192,7 @@ def main() -> None:
             minutes.setdefault(name, []).append((time.perf_counter() - start) / 60 + (warm_minutes if cfg.init_from else 0))
             policy = training.policy
             training.close()
-            add(name, holdout_eval(policy, tasks_dir, sandbox, seed))
-            if val_dir is not None:
-                add(name, val_eval(policy, val_dir, sandbox, seed))
+            add_trained(name, policy, seed)
             print(f"seed {seed} {name}: {rows[name]['holdout'][-1]:.3f}", flush=True)
 
     print(f"\nshell learning benchmark: {args.seeds} seed(s), {args.epochs} epochs x {args.tasks_per_epoch} tasks "

@@ -44,8 +44,8 @@ class _Hunk:
     old_start: int
     old: tuple[str, ...]  # context and removed lines, in order
     new: tuple[str, ...]  # context and added lines, in order
-    removed: tuple[str, ...] = ()
-    added: tuple[str, ...] = ()
+    removed: tuple[str, ...]
+    added: tuple[str, ...]
 
 
 def _diff_path(header: str, line_no: int) -> str | None:
