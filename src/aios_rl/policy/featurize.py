@@ -29,6 +29,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from aios_rl.contracts.code_tokens import CODE_TOKEN
+
 __all__ = [
     "LEXICAL_FEATURES",
     "CandidateText",
@@ -46,9 +48,6 @@ V = TypeVar("V")
 
 LEXICAL_FEATURES = 2  # columns appended by lexical_overlap: fraction and log-count of shared words
 
-# Identifiers, numbers, multi-character operators, then any other single symbol: single-site edits
-# (`<` -> `<=`, `+` -> `-`, `and` -> `or`) must survive tokenisation as distinct tokens.
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|<=|>=|==|!=|\*\*|//|->|\+=|-=|[^\sA-Za-z0-9_]")
 _DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
 _STOP = frozenset(keyword.kwlist) | {"self", "cls", "none", "true", "false"}
 _MASK64 = (1 << 64) - 1
@@ -304,7 +303,7 @@ def _parse_diff(body: str) -> _DiffParts:
 
 
 def _tokenize(text: str) -> list[str]:
-    return _TOKEN.findall(text.lower())
+    return CODE_TOKEN.findall(text.lower())
 
 
 def _content_words(tokens: Iterable[str]) -> frozenset[str]:

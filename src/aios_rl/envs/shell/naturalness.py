@@ -21,17 +21,16 @@ against 7.6 by line suspicion alone; within the first six, 50 tasks with 4-grams
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from aios_rl.contracts.code_tokens import CODE_TOKEN
 from aios_rl.contracts.errors import EnvError
 from aios_rl.envs.shell.patches import changed_lines
 
 __all__ = ["DEFAULT_ORDER", "diff_lines", "naturalness_gain", "ngram_counts", "line_ngrams"]
 
 DEFAULT_ORDER = 4  # see the module docstring for how it was chosen
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|<=|>=|==|!=|\*\*|//|->|\+=|-=|[^\sA-Za-z0-9_]")
 
 Gram = tuple[str, ...]
 
@@ -40,7 +39,7 @@ def line_ngrams(line: str, order: int = DEFAULT_ORDER) -> list[Gram]:
     """The token n-grams of one line framed by ``<s>``/``</s>`` (one shorter gram for a short line)."""
     if order < 1:
         raise ValueError(f"n-gram order must be at least 1, got {order}")
-    tokens = ["<s>", *_TOKEN.findall(line), "</s>"]
+    tokens = ["<s>", *CODE_TOKEN.findall(line), "</s>"]
     return [tuple(tokens[i : i + order]) for i in range(max(1, len(tokens) - order + 1))]
 
 
