@@ -122,13 +122,7 @@ def grpo_advantages(
     """
     # DeepSeekMath (GRPO), https://arxiv.org/abs/2402.03300; verl compute_grpo_outcome_advantage.
     centered, counts, inverse, ids = _group_centered(rewards, group_ids)  # (N,), (N,), (N,), (K,)
-    single = counts == 1
-    centered = torch.where(single, rewards.detach(), centered)  # singleton: mean 0
-    if not normalize_std:
-        return centered
-    std = _sample_std(centered, counts, inverse, ids.shape[0])  # (N,)
-    std = torch.where(single, torch.ones_like(std), std)  # singleton: std 1
-    return centered / (std + eps)
+    return _grpo_from_centered(rewards, centered, counts, inverse, ids.shape[0], eps, normalize_std)
 
 
 def dr_grpo_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
@@ -200,8 +194,9 @@ def tree_grpo_advantages(rewards: Tensor, group_ids: Tensor, tree_ids: Tensor, e
     pairs = torch.unique(torch.stack([tree_ids.long(), group_ids.long()]), dim=1)  # (2, K)
     if torch.unique(pairs[0]).numel() != pairs.shape[1]:
         raise TrainingError("tree_grpo_advantages: a tree id appears in more than one group")
-    _, counts, _, _ = _group_centered(rewards, tree_ids)  # (N,)
-    intra = torch.where(counts > 1, grpo_advantages(rewards, tree_ids, eps), torch.zeros_like(inter))
+    centered, counts, inverse, ids = _group_centered(rewards, tree_ids)  # (N,), (N,), (N,), (K,)
+    tree_grpo = _grpo_from_centered(rewards, centered, counts, inverse, ids.shape[0], eps, std_norm=True)
+    intra = torch.where(counts > 1, tree_grpo, torch.zeros_like(inter))
     return inter + intra
 
 
@@ -332,6 +327,19 @@ def _group_centered(rewards: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor,
     shifted = r - low[inverse]  # (N,)
     centered = shifted - (_group_sum(shifted, inverse, ids.shape[0]) / counts)[inverse]  # (N,)
     return centered, counts[inverse], inverse, ids
+
+
+def _grpo_from_centered(
+    rewards: Tensor, centered: Tensor, counts: Tensor, inverse: Tensor, k: int, eps: float, std_norm: bool
+) -> Tensor:
+    """:func:`grpo_advantages` from :func:`_group_centered`'s output (singletons: mean 0, std 1)."""
+    single = counts == 1
+    centered = torch.where(single, rewards.detach(), centered)  # singleton: mean 0
+    if not std_norm:
+        return centered
+    std = _sample_std(centered, counts, inverse, k)  # (N,)
+    std = torch.where(single, torch.ones_like(std), std)  # singleton: std 1
+    return centered / (std + eps)
 
 
 def _group_sum(x: Tensor, inverse: Tensor, k: int) -> Tensor:
