@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from aios_rl.contracts.config import load_config
 from aios_rl.contracts.episode import LANES, Comparison, Episode, TeacherSignal
 from aios_rl.contracts.errors import ConfigError, ContractError
+from aios_rl.control import replay
 from aios_rl.control.replay import LaneEntry, ReplayConfig, ReplayPool, route, route_episode
 
 OUTCOMES = ["better", "same", "worse", None]
@@ -221,10 +222,32 @@ def test_sample_lanes_are_independent_streams() -> None:
     assert len(b["negative"]) == 10
 
 
-def test_sample_warns_on_starving_lane(caplog: pytest.LogCaptureFixture) -> None:
+def test_sample_warns_on_starving_lane(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay, "_STARVING_WARNED", set())
     with caplog.at_level(logging.WARNING, logger="aios_rl.control.replay"):
         big_pool().sample({"neutral": 4, "positive": 2}, rng_seed=0)
     assert "lane neutral starving" in caplog.text and "positive" not in caplog.text
+
+
+def test_starving_lane_warns_once_then_logs_at_debug(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay, "_STARVING_WARNED", set())
+    with caplog.at_level(logging.DEBUG, logger="aios_rl.control.replay"):
+        for seed in range(3):
+            big_pool().sample({"neutral": 4}, rng_seed=seed)
+        big_pool().sample({"neutral": 4, "negative": 99}, rng_seed=0)
+    ours = [r for r in caplog.records if r.name == replay.__name__]
+    got = [(r.levelname, r.getMessage().split(":")[1].strip()) for r in ours]
+    assert got == [
+        ("WARNING", "lane neutral starving"),
+        ("DEBUG", "lane neutral starving"),
+        ("DEBUG", "lane neutral starving"),
+        ("DEBUG", "lane neutral starving"),
+        ("WARNING", "lane negative starving"),  # another lane still gets its first warning
+    ]
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,10 @@ __all__ = ["route", "route_episode", "ReplayConfig", "LaneEntry", "ReplayPool"]
 
 logger = logging.getLogger(__name__)
 
+# Lanes already reported starving in this process: a long run samples once per update, and a lane that
+# stays short would repeat the same warning every epoch. The first time is a WARNING, later ones DEBUG.
+_STARVING_WARNED: set[Lane] = set()
+
 
 def route(
     *, boundary: bool, relative_outcome: RelativeOutcome | None, comparison_status: ComparisonStatus | None
@@ -212,7 +216,8 @@ class ReplayPool(Record):
         Deterministic for a given pool, quotas and seed. Each lane draws from its own stream seeded by
         ``(rng_seed, lane index)``, so changing one lane's quota or contents leaves the others' draws
         unchanged. Lanes missing from ``quotas`` get 0. A lane holding fewer entries than its quota gives
-        all of them and logs a "lane starving" warning.
+        all of them and logs "lane starving": a warning the first time that lane starves in this process,
+        at debug level afterwards.
 
         Args:
             quotas: episodes wanted per lane, e.g. :meth:`ReplayConfig.quotas`.
@@ -233,11 +238,20 @@ class ReplayPool(Record):
             quota = int(quotas.get(lane, 0))
             ids = [e.episode_id for e in self.entries if e.lane == lane]
             if 0 < quota and len(ids) < quota:
-                logger.warning("replay: lane %s starving: %d entries for quota %d", lane, len(ids), quota)
+                _log_starving(lane, len(ids), quota)
             take = min(quota, len(ids))
             rng = np.random.default_rng([rng_seed, index])
             result[lane] = [ids[i] for i in rng.choice(len(ids), size=take, replace=False)] if take else []
         return result
+
+
+def _log_starving(lane: Lane, entries: int, quota: int) -> None:
+    if lane in _STARVING_WARNED:
+        logger.debug("replay: lane %s starving: %d entries for quota %d", lane, entries, quota)
+        return
+    _STARVING_WARNED.add(lane)
+    logger.warning("replay: lane %s starving: %d entries for quota %d (repeats are logged at DEBUG)",
+                   lane, entries, quota)
 
 
 def _check_quotas(quotas: Mapping[Lane, int]) -> None:
