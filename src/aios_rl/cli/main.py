@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 
@@ -38,6 +39,24 @@ shell_cmd.app.command("campaign")(campaign_cmd.campaign)
 app.add_typer(shell_cmd.app, name="shell")
 app.add_typer(teacher_cmd.app, name="teacher")
 app.add_typer(bench_cmd.app, name="bench")
+
+
+def _unwrap_help(group: typer.Typer) -> None:
+    """Use each command's docstring as its help with the line breaks inside paragraphs joined.
+
+    Typer's rich help joins the first paragraph but prints the others verbatim, so a docstring wrapped at
+    the source line length broke mid-sentence on screen; joined, the terminal wraps each paragraph.
+    """
+    for info in group.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            paragraphs = inspect.cleandoc(info.callback.__doc__).split("\n\n")
+            info.help = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _unwrap_help(sub.typer_instance)
+
+
+_unwrap_help(app)
 
 
 def main() -> None:
