@@ -184,6 +184,7 @@ class _Effect:
     info: dict[str, Any]
     tests: SuiteRun | None = None
     stop: bool = False
+    files: FileTree | None = None  # the working copy as the action's test run left it; None: read it anew
 
 
 class ShellBugfixEnv:
@@ -229,7 +230,7 @@ class ShellBugfixEnv:
         spec = read_spec(task)
         self._new_workdir()
         shutil.copytree(spec.task_dir / REPO, self._repo, symlinks=True, ignore=IGNORED_IN_COPIES)
-        baseline, output, duration = self._run_tests(spec)
+        baseline, output, duration, files = self._run_tests(spec)
         # Later runs get a budget scaled from the baseline: a patch that makes the code loop forever (common
         # for candidate edits of loop conditions) costs seconds, not the task's whole timeout, per step.
         scaled = max(self.config.min_test_timeout_s, self.config.test_timeout_factor * duration)
@@ -238,8 +239,7 @@ class ShellBugfixEnv:
         missing = [t for t in spec.target_tests if t not in baseline.failing]
         if missing:
             logger.warning("task %s: target tests not failing at reset: %s", task.task_id, missing[:5])
-        spectrum = self._line_spectrum(spec, baseline)
-        initial = read_tree(self._repo)
+        spectrum, initial = self._line_spectrum(spec, baseline, files)
         digest = _digest(initial)
         state = EpisodeState(
             spec=spec, baseline=baseline, targets=tuple(targets), initial=initial, spectrum=spectrum, latest=baseline,
@@ -264,7 +264,8 @@ class ShellBugfixEnv:
                              _info("none", error="wall budget spent"))
         else:
             effect = self._dispatch(state, action, self.config.episode_wall_s - elapsed)
-        files = read_tree(self._repo)
+        # Nothing wrote to the working copy since the action's test run read it back (if it ran one).
+        files = effect.files if effect.files is not None else read_tree(self._repo)
         latest = effect.tests or state.latest
         digest = _digest(files)
         key = _progress_key(digest, latest)
@@ -326,11 +327,10 @@ class ShellBugfixEnv:
         """
         state = self._started()
         try:
-            run, _, _ = self._run_tests(state.spec, fresh=True)
+            run, _, _, files = self._run_tests(state.spec, fresh=True)
         except SandboxError as exc:  # the sandbox is a process boundary: record the failure, do not crash
             logger.warning("verify of %s blocked: %s", state.spec.task_id, exc)
             return Verification(completed=False, outcome="blocked", evidence={"error": str(exc)[:500]})
-        files = read_tree(self._repo)
         evidence = _evidence(state, run, files)
         if run.timed_out and (state.baseline.timed_out or not state.step):
             # The suite could not run even before the student acted: nothing to judge the student by.
@@ -389,8 +389,8 @@ class ShellBugfixEnv:
         if problem:
             return _invalid("run", problem)
         if list(argv) == list(spec.test_command):
-            run, output, _ = self._run_tests(spec, budget_s)
-            return _Effect(_tail(output, self.config.output_cap_chars), _info("run"), tests=run)
+            run, output, _, files = self._run_tests(spec, budget_s)
+            return _Effect(_tail(output, self.config.output_cap_chars), _info("run"), tests=run, files=files)
         timeout = min(spec.timeout_s, max(budget_s, 1.0))
         result = self._sandbox_run(list(argv), timeout)
         output = display_output(result.stdout + result.stderr)
@@ -410,10 +410,10 @@ class ShellBugfixEnv:
         except (EnvError, UnicodeDecodeError, OSError) as exc:
             reason = _scrub(str(exc), self._repo)
             return _Effect(f"patch failed: {reason}", _info("patch", error=reason))
-        run, output, _ = self._run_tests(state.spec, budget_s)
+        run, output, _, files = self._run_tests(state.spec, budget_s)
         text = f"Patch applied to {', '.join(changed)}. Tests re-run:\n" + output
-        return _Effect(_tail(text, self.config.output_cap_chars), {**_info("patch"), "patch_applied": True,
-                                                                   "files_changed": changed}, tests=run)
+        info = {**_info("patch"), "patch_applied": True, "files_changed": changed}
+        return _Effect(_tail(text, self.config.output_cap_chars), info, tests=run, files=files)
 
     def _revert(self, state: EpisodeState) -> _Effect:
         """Restore the working copy to its state at reset; the tests are not re-run (their results at reset
@@ -423,17 +423,20 @@ class ShellBugfixEnv:
         return _Effect(_tail(text + summary_text(state.baseline, max_ids=self.config.max_failing_ids_shown),
                              self.config.output_cap_chars), _info("revert"), tests=state.baseline)
 
-    def _line_spectrum(self, spec: TaskSpec, baseline: SuiteRun) -> LineSpectrum | None:
-        """One traced run of the suite at reset (see :mod:`~aios_rl.envs.shell.spectrum`), or None."""
+    def _line_spectrum(
+        self, spec: TaskSpec, baseline: SuiteRun, files: FileTree
+    ) -> tuple[LineSpectrum | None, FileTree]:
+        """One traced run of the suite at reset (see :mod:`~aios_rl.envs.shell.spectrum`), or None; with the
+        working copy after it (``files``, the working copy now, when nothing ran)."""
         argv = spectrum_argv(spec.test_command) if self.config.line_spectrum and baseline.n_failed else None
         if argv is None:
-            return None
+            return None, files
         timeout = self.config.spectrum_timeout_factor * spec.timeout_s
-        key = tree_key("spectrum", argv, self.config.sandbox, read_tree(self._repo))
+        key = tree_key("spectrum", argv, self.config.sandbox, files)
         memo = shared_memo(self.config.run_memo)
         known = memo.get(key, timeout)
         if known is not None:
-            return known[0]
+            return known[0], files
         result = self._sandbox_run(argv, timeout)
         out = self._repo / SPECTRUM_FILE
         try:
@@ -445,7 +448,7 @@ class ShellBugfixEnv:
             out.unlink(missing_ok=True)
         if not result.timed_out:
             memo.put(key, (spectrum,), result.duration_s)
-        return spectrum
+        return spectrum, read_tree(self._repo)
 
     def _search_replace(self, edit: Any) -> str:
         target = self._inside(edit.path)
@@ -459,11 +462,12 @@ class ShellBugfixEnv:
 
     def _run_tests(
         self, spec: TaskSpec, budget_s: float | None = None, *, fresh: bool = False
-    ) -> tuple[SuiteRun, str, float]:
+    ) -> tuple[SuiteRun, str, float, FileTree]:
         """Run the test command (or recall the same run on the same files, :mod:`.run_memo`); returns the
-        parsed run, the output as the student sees it and the run's wall time in seconds."""
+        parsed run, the output as the student sees it, the run's wall time in seconds and the working copy
+        as the run left it."""
         timeout = spec.timeout_s if budget_s is None else min(spec.timeout_s, max(budget_s, 1.0))
-        result = self._memo_run(reporting_argv(spec.test_command), timeout, fresh=fresh)
+        result, files = self._memo_run(reporting_argv(spec.test_command), timeout, fresh=fresh)
         raw = result.stdout + result.stderr
         if is_pytest(spec.test_command):
             run = parse_pytest(raw, result.returncode, timed_out=result.timed_out)
@@ -472,21 +476,23 @@ class ShellBugfixEnv:
         output = display_output(raw)
         if result.timed_out:
             output += f"\n[the test run timed out after {timeout:g}s]"
-        return run, output, result.duration_s
+        return run, output, result.duration_s, files
 
-    def _memo_run(self, argv: list[str], timeout_s: float, *, fresh: bool = False) -> Any:
+    def _memo_run(self, argv: list[str], timeout_s: float, *, fresh: bool = False) -> tuple[Any, FileTree]:
         """A sandboxed run, recalled when the same command already ran on the same files in this process
-        (unless ``fresh``); stored only when it finished in time and left the files as they were."""
+        (unless ``fresh``); stored only when it finished in time and left the files as they were. Returns
+        the run and the working copy after it (read back when it ran: a command may write files)."""
         before = read_tree(self._repo)
         key = tree_key("run", tuple(argv), self.config.sandbox, before)
         memo = shared_memo(self.config.run_memo)
         known = None if fresh else memo.get(key, timeout_s)
         if known is not None:
-            return known
+            return known, before
         result = self._sandbox_run(argv, timeout_s)
-        if not result.timed_out and read_tree(self._repo) == before:
+        after = read_tree(self._repo)
+        if not result.timed_out and after == before:
             memo.put(key, result, result.duration_s)
-        return result
+        return result, after
 
     def _sandbox_run(self, argv: list[str], timeout_s: float) -> Any:
         if self._sandbox is None:
