@@ -1,4 +1,4 @@
-"""check_task on hand-made tasks in the real bubblewrap sandbox, and the pytest-output parser."""
+"""check_task on hand-made tasks in the real bubblewrap sandbox, and the pytest-output parser it uses."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from aios_rl.envs.shell.mutate import unified_diff
+from aios_rl.envs.shell.pytest_output import parse_pytest
 from aios_rl.envs.shell.task import ShellTaskManifest, write_task
 from aios_rl.envs.shell.validation import (
     PYTEST_COMMAND,
@@ -15,7 +16,6 @@ from aios_rl.envs.shell.validation import (
     check_task,
     check_tasks,
     judge,
-    _parse_pytest_output,
     run_suite,
     validation_sandbox,
 )
@@ -46,24 +46,37 @@ def make_task(root: Path, task_id: str, source: str, patch: str | None, **fields
     return write_task(root / "tasks", manifest, repo)
 
 
+def failed_and_counts(output: str) -> tuple[list[str], dict[str, int]]:
+    """What :func:`run_suite` keeps of a run's output (pytest's default summary, no ``-rA``)."""
+    run = parse_pytest(output, 1)
+    return list(run.failing), run.counts
+
+
 def test_parse_pytest_output_ids_and_counts() -> None:
     out = "\n".join([
         ".F.E",
         "=========================== short test summary info ============================",
         "FAILED tests/test_a.py::test_x - AssertionError: assert 1 == 2",
         "FAILED tests/test_a.py::test_p[1-2]",
+        "FAILED tests/test_a.py::test_p[e - f] - assert 'e - f' == 'c-d'",
         "ERROR tests/test_b.py::test_y - RuntimeError: boom",
-        "2 failed, 1 passed, 1 error, 3 warnings in 0.12s",
+        "3 failed, 1 passed, 1 error, 3 warnings in 0.12s",
     ])
-    failed, counts = _parse_pytest_output(out)
-    assert failed == ["tests/test_a.py::test_x", "tests/test_a.py::test_p[1-2]", "tests/test_b.py::test_y"]
-    assert counts == {"failed": 2, "passed": 1, "error": 1, "warnings": 3}
+    failed, counts = failed_and_counts(out)
+    assert failed == [
+        "tests/test_a.py::test_x",
+        "tests/test_a.py::test_p[1-2]",
+        "tests/test_a.py::test_p[e - f]",  # a " - " inside the brackets is part of the id
+        "tests/test_b.py::test_y",
+    ]
+    assert counts == {"failed": 3, "passed": 1, "error": 1, "warnings": 3}
 
 
 def test_parse_pytest_output_verbose_summary_and_no_tests() -> None:
-    assert _parse_pytest_output("==== 27 passed in 0.04s ====")[1] == {"passed": 27}
-    assert _parse_pytest_output("no tests ran in 0.01s") == ([], {})
-    assert _parse_pytest_output("random text\nFAILED: build broke") == ([], {})
+    assert failed_and_counts("==== 27 passed in 0.04s ====")[1] == {"passed": 27}
+    assert failed_and_counts("==== 2 errors in 0.04s ====")[1] == {"error": 2}
+    assert failed_and_counts("no tests ran in 0.01s") == ([], {})
+    assert failed_and_counts("random text\nFAILED: build broke") == ([], {})
 
 
 def test_judge_rules() -> None:

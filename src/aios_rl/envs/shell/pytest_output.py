@@ -95,7 +95,9 @@ def parse_pytest(output: str, returncode: int, *, timed_out: bool = False) -> Su
     """Per-test outcomes from pytest output produced with ``-rA --tb=short``.
 
     Node ids come from the short test summary; a parametrised id keeps its ``[...]`` part. Tests marked
-    ``XFAIL`` are neither passing nor failing; ``XPASS`` counts as passing.
+    ``XFAIL`` are neither passing nor failing; ``XPASS`` counts as passing. Without ``-rA`` (pytest's
+    default summary, which task validation reads) the failing ids and the counts are still complete; only
+    ``passing`` stays empty.
 
     Args:
         output: stdout (and stderr) of the run.

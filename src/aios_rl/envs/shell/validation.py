@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import shutil
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from tqdm import tqdm
 from aios_rl.contracts.episode import Record
 from aios_rl.contracts.errors import ContractError, EnvError
 from aios_rl.envs.shell.mutate import apply_unified_diff
+from aios_rl.envs.shell.pytest_output import parse_pytest
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.task import IGNORED_IN_COPIES, MANIFEST, REPO, ShellTaskManifest, read_manifest
 
@@ -39,8 +39,6 @@ Verdict = Literal["valid", "invalid"]
 
 # Big enough that pytest's closing summary (after every traceback) is never cut off by the cap.
 _OUTPUT_CAP = 4 * 1024 * 1024
-_SUMMARY = re.compile(r"^=*\s*(?:(?:\d+ \w+|no tests ran)(?:, )?)+.* in [\d.]+s")
-_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)")
 # pytest exit codes that mean "the suite could not be judged" rather than "tests failed".
 _PYTEST_BROKEN = {
     3: "pytest hit an internal error",
@@ -57,7 +55,8 @@ class SuiteRun(Record):
         timed_out: the wall timeout ended the run.
         limit_hit: the sandbox limit that ended the run (``"timeout"``, ``"cpu"``, ``"file_size"``) or None.
         failed: node ids reported ``FAILED`` or ``ERROR``, in output order (empty for non-pytest output).
-        counts: the summary line's counts, e.g. ``{"failed": 1, "passed": 26}``; empty if there is none.
+        counts: the summary line's counts, e.g. ``{"failed": 1, "passed": 26}`` (``errors`` counted as
+            ``error``); empty if there is none.
         output_truncated: stdout or stderr was longer than the cap, so ids or counts may be missing.
         duration_s: wall time of the sandboxed run.
         tail: the last lines of output, for error messages.
@@ -80,8 +79,7 @@ class SuiteRun(Record):
     @property
     def n_failed(self) -> int:
         """Failed plus errored tests, from the summary line or else from the listed ids."""
-        errors = self.counts.get("error", 0) + self.counts.get("errors", 0)
-        return max(self.counts.get("failed", 0) + errors, len(self.failed))
+        return max(self.counts.get("failed", 0) + self.counts.get("error", 0), len(self.failed))
 
 
 class TaskCheck(Record):
@@ -127,25 +125,6 @@ def validation_sandbox(max_timeout_s: float = 3600.0, cpu_seconds: int | None = 
     return Sandbox(SandboxConfig(timeout_s=max_timeout_s, cpu_seconds=cpu, output_cap_bytes=_OUTPUT_CAP))
 
 
-def _parse_pytest_output(text: str) -> tuple[list[str], dict[str, int]]:
-    """Failing node ids and summary counts from pytest's terminal output (any verbosity).
-
-    ``FAILED tests/t.py::test_a - AssertionError`` gives ``tests/t.py::test_a``; the last line like
-    ``1 failed, 26 passed in 0.40s`` gives ``{"failed": 1, "passed": 26}``.
-    """
-    failed: list[str] = []
-    counts: dict[str, int] = {}
-    for line in text.splitlines():
-        for tag in ("FAILED ", "ERROR "):
-            if line.startswith(tag):
-                node = line[len(tag) :].split(" - ", 1)[0].strip()
-                if node and node not in failed:
-                    failed.append(node)
-        if _SUMMARY.match(line.strip()):
-            counts = {kind: int(n) for n, kind in _COUNT.findall(line)}
-    return failed, counts
-
-
 def run_suite(
     repo: Path,
     test_command: Sequence[str],
@@ -180,13 +159,13 @@ def run_suite(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     output = result.stdout + "\n" + result.stderr
-    failed, counts = _parse_pytest_output(result.stdout)
+    parsed = parse_pytest(result.stdout, result.returncode)  # pytest's default summary lists the failures
     return SuiteRun(
         returncode=result.returncode,
         timed_out=result.timed_out,
         limit_hit=result.limit_hit,
-        failed=failed,
-        counts=counts,
+        failed=list(parsed.failing),
+        counts=parsed.counts,
         output_truncated=result.stdout_truncated or result.stderr_truncated,
         duration_s=result.duration_s,
         tail="\n".join(output.strip().splitlines()[-5:]),
