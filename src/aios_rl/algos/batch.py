@@ -121,6 +121,15 @@ class DistillBatch:
     def __len__(self) -> int:
         return len(self.targets)
 
+    def __add__(self, other: DistillBatch) -> DistillBatch:
+        """Both batches' states, this one's first."""
+        return DistillBatch(
+            self.observations + other.observations,
+            self.environments + other.environments,
+            self.targets + other.targets,
+            torch.cat([self.weights, other.weights]),
+        )
+
 
 def negative_states(episodes: Sequence[Episode]) -> StepBatch | None:
     """The trainable steps of negative-lane episodes, or None when none has one.

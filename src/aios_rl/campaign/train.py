@@ -18,13 +18,16 @@ from pathlib import Path
 import torch
 from pydantic import Field, field_validator
 
+from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.distill import distill_from_episodes, distill_update
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
+from aios_rl.algos.self_imitation import self_imitation_batch, update_archive
 from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
 from aios_rl.campaign.collect import RolloutCollector
 from aios_rl.campaign.demos import oracle_warm_start
 from aios_rl.campaign.metrics import append_metrics, read_metrics
+from aios_rl.campaign.online_update import load_episodes
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task
@@ -48,6 +51,7 @@ from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
 log = logging.getLogger(__name__)
 
 TRAIN_CONFIG_KEY = "train_config"
+SELF_IMITATION_KEY = "self_imitation_archive"
 
 
 class ShellTrainConfig(ConfigModel):
@@ -303,6 +307,9 @@ class ShellTraining:
                         len(batch.groups))
         generator = torch.Generator().manual_seed(cfg.seed * 7919 + epoch)
         distill = distill_from_episodes(episodes) if self.teacher is not None else None
+        if cfg.rl and cfg.trainer.self_imitation_coef > 0:
+            imitate = self._self_imitation(seen)
+            distill = imitate if distill is None else distill + imitate
         if not cfg.rl:
             stats = distill_update(self.trainer, distill, generator=generator) if distill is not None and len(distill) else UpdateStats()
         elif not episodes:  # every group was dropped, or the run's rollout budget is spent: no update
@@ -332,6 +339,14 @@ class ShellTraining:
         } | stats.metrics() | self.budget.metrics() | self.collector.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(epoch, checkpoint, record)
+
+    def _self_imitation(self, episodes: list[Episode]) -> DistillBatch:
+        """The archive of each task's best verified success, updated with this epoch's episodes and stored
+        (so a resumed run keeps it), as distillation targets."""
+        archive = update_archive(self.plane.store.get_meta(SELF_IMITATION_KEY, {}), episodes)
+        self.plane.store.set_meta(SELF_IMITATION_KEY, archive)
+        archived = load_episodes(self.plane, [entry["episode_id"] for entry in archive.values()])
+        return self_imitation_batch(archived, self.config.trainer.self_imitation_coef)
 
     def close(self) -> None:
         self.plane.close()

@@ -1,0 +1,68 @@
+"""Self-imitation of verified successes: the student's own fixes as distillation targets.
+
+Self-Imitation Learning (Oh et al. 2018, https://arxiv.org/abs/1806.05635) and expert iteration / RAFT
+(Dong et al. 2023, https://arxiv.org/abs/2304.06767) make the actions of the policy's own successful
+episodes more likely. Here success is the verifier's outcome (the task's tests pass), never a teacher's
+opinion, so the term learns from tasks no teacher can label. Each task keeps its best success so far
+(shortest path, the newest on ties) in an archive that outlives the epoch it was found in; a success's
+detours are cut first (:func:`loop_free_steps`), so a wrong patch that was later reverted is not imitated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aios_rl.algos.batch import DistillBatch
+from aios_rl.algos.distill import distill_batch_from
+from aios_rl.contracts.episode import Episode, Observation, Step
+
+
+def state_of(observation: Observation) -> tuple:
+    """The state an observation shows: its ``state_key`` where the environment declares one, else its text
+    and candidates (a text that carries a step counter then never repeats, and no loop is cut)."""
+    if observation.state_key is not None:
+        return ("key", observation.state_key)
+    return ("text", observation.text, tuple(observation.candidates))
+
+
+def loop_free_steps(trajectory: Sequence[Step]) -> list[Step]:
+    """The steps of a trajectory with every loop removed: when a state recurs, the steps taken since its
+    earlier visit are dropped, so what remains leads from the first state to the end without revisiting one.
+
+    Example: states A, B, A, C (patch, revert, patch) → the steps taken from A (the second) and C.
+    """
+    path: list[Step] = []
+    position: dict[tuple, int] = {}
+    for step in trajectory:
+        state = state_of(step.observation)
+        if state in position:
+            del path[position[state]:]
+            position = {state_of(s.observation): i for i, s in enumerate(path)}
+        position[state] = len(path)
+        path.append(step)
+    return path
+
+
+def update_archive(archive: Mapping[str, Mapping[str, object]], episodes: Sequence[Episode]) -> dict[str, dict[str, object]]:
+    """The archive (task id → ``{"episode_id", "steps"}``) after these episodes: a verified success replaces
+    a task's entry when its loop-free path is no longer (newer wins ties, being closer to the policy)."""
+    updated = {task: dict(entry) for task, entry in archive.items()}
+    for episode in episodes:
+        if episode.outcome != "success" or not episode.trajectory:
+            continue
+        steps = len(loop_free_steps(episode.trajectory))
+        current = updated.get(episode.task_id)
+        if current is None or steps <= int(current["steps"]):  # type: ignore[call-overload]
+            updated[episode.task_id] = {"episode_id": episode.episode_id, "steps": steps}
+    return updated
+
+
+def self_imitation_batch(episodes: Sequence[Episode], weight: float) -> DistillBatch:
+    """Every loop-free step of successful episodes, its own action the target, each weighted ``weight``."""
+    items = []
+    for episode in episodes:
+        if episode.outcome != "success":
+            continue
+        for step in loop_free_steps(episode.trajectory):
+            items.append((step.observation, episode.environment, [step.action], weight))
+    return distill_batch_from(items)
