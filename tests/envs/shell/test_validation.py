@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aios_rl.envs.shell.mutate import unified_diff
-from aios_rl.envs.shell.pytest_output import parse_pytest
+from aios_rl.envs.shell.pytest_output import is_pytest, parse_pytest
 from aios_rl.envs.shell.task import ShellTaskManifest, write_task
 from aios_rl.envs.shell.validation import (
     PYTEST_COMMAND,
@@ -166,3 +166,21 @@ def test_run_suite_leaves_the_source_untouched(tmp_path: Path, sandbox) -> None:
     assert run.returncode == 1 and run.failed == [ADD_ID] and run.passed == 1
     assert state() == before  # the mutant went to a copy; nothing chowned, cached or written here
     assert set(before) == {"calc.py", "tests", "tests/test_calc.py"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["pytest", "-q"], True),
+        (["/usr/bin/pytest-3"], True),
+        (["py.test"], True),
+        (["python", "-m", "pytest", "tests"], True),
+        (["python3", "-X", "dev", "-m", "pytest"], True),
+        (["python", "-m", "unittest"], False),
+        (["make", "test"], False),
+        (["python", "-m"], False),
+        ([], False),
+    ],
+)
+def test_one_rule_decides_whether_a_command_runs_pytest(argv: list[str], expected: bool) -> None:
+    assert is_pytest(argv) is expected

@@ -78,10 +78,10 @@ class SuiteRun:
 
 
 def is_pytest(argv: Sequence[str]) -> bool:
-    """Whether a test command runs pytest (``pytest ...``, ``py.test``, ``python -m pytest ...``)."""
+    """Whether a test command runs pytest (``pytest ...``, ``pytest-3``, ``py.test``, ``python -m pytest ...``)."""
     if not argv:
         return False
-    if PurePosixPath(argv[0]).name in ("pytest", "py.test"):
+    if PurePosixPath(argv[0]).name.startswith(("pytest", "py.test")):
         return True
     return "-m" in argv[:-1] and argv[list(argv).index("-m") + 1] == "pytest"
 

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from aios_rl.contracts.episode import Record
 from aios_rl.contracts.errors import ContractError, EnvError
 from aios_rl.envs.shell.mutate import apply_unified_diff
-from aios_rl.envs.shell.pytest_output import parse_pytest
+from aios_rl.envs.shell.pytest_output import is_pytest, parse_pytest
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.task import IGNORED_IN_COPIES, MANIFEST, REPO, ShellTaskManifest, read_manifest
 
@@ -170,12 +170,6 @@ def run_suite(
         duration_s=result.duration_s,
         tail="\n".join(output.strip().splitlines()[-5:]),
     )
-
-
-def is_pytest(test_command: Sequence[str]) -> bool:
-    """Whether the command runs pytest (``pytest ...`` or ``python -m pytest ...``)."""
-    argv = list(test_command)
-    return bool(argv) and (Path(argv[0]).name.startswith("pytest") or argv[1:3] == ["-m", "pytest"])
 
 
 def _broken(run: SuiteRun, test_command: Sequence[str], timeout_s: float) -> str | None:
