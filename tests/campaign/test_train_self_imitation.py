@@ -22,7 +22,7 @@ def test_verified_successes_become_targets_without_a_teacher_and_survive_a_resum
     base = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=4, teacher="none", temperature=0.5,
                             init_from=str(tmp_path / "warm"))
 
-    off = ShellTraining(tmp_path / "off", tasks, base)
+    off = ShellTraining(tmp_path / "off", tasks, base.model_copy(update={"trainer": TrainerConfig(self_imitation_coef=0)}))
     off.run_epoch(1)
     off_record = read_metrics(tmp_path / "off" / "metrics.jsonl")[-1]
     assert off.plane.store.get_meta(SELF_IMITATION_KEY) is None

@@ -52,8 +52,9 @@ class TrainerConfig(ConfigModel):
     distill_coef: float = Field(default=1.0, ge=0, description="Weight of cross-entropy toward teacher actions.")
     negative_kl_coef: float = Field(default=0.5, ge=0, description="Weight of the negative-lane KL term.")
     self_imitation_coef: float = Field(
-        default=0.0, ge=0, description="RL runs: weight of cross-entropy toward the actions of each training task's "
-        "best verified success so far (algos/self_imitation), a target where no teacher has one. 0: off.",
+        default=1.0, ge=0, description="`shell train` RL epochs: weight of cross-entropy toward the actions of each "
+        "training task's best verified success so far (algos/self_imitation), a target where no teacher has one. "
+        "0: off.",
     )
     max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
     offline_ratio_clip: float = Field(
