@@ -29,6 +29,7 @@ def test_verified_successes_become_targets_without_a_teacher_and_survive_a_resum
     off.close()
     assert off_record["rollout/success_rate"] > 0
     assert off_record["train/distill_loss"] == 0.0  # no teacher, no self-imitation: nothing to distil
+    assert off_record["train/self_imitation_tasks"] == 0
 
     on_config = base.model_copy(update={"trainer": TrainerConfig(self_imitation_coef=1.0)})
     on = ShellTraining(tmp_path / "on", tasks, on_config)
@@ -39,10 +40,12 @@ def test_verified_successes_become_targets_without_a_teacher_and_survive_a_resum
     assert record["rollout/success_rate"] > 0
     assert record["train/distill_loss"] > 0.0
     assert list(archive) == ["calc-1"]
+    assert record["train/self_imitation_tasks"] == 1
 
     resumed = ShellTraining(tmp_path / "on", tasks, on_config.model_copy(update={"epochs": 2}))
     try:
-        batch = resumed._self_imitation([])  # no new episode: the stored archive alone
+        batch, tasks = resumed._self_imitation([])  # no new episode: the stored archive alone
+        assert tasks == 1
         assert len(batch) == archive["calc-1"]["steps"] > 0
         stored = resumed.plane.store.episode_bodies([archive["calc-1"]["episode_id"]])
         assert '"outcome":"success"' in stored[archive["calc-1"]["episode_id"]].replace(" ", "")

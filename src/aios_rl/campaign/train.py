@@ -307,8 +307,9 @@ class ShellTraining:
                         len(batch.groups))
         generator = torch.Generator().manual_seed(cfg.seed * 7919 + epoch)
         distill = distill_from_episodes(episodes) if self.teacher is not None else None
+        archived = 0
         if cfg.rl and cfg.trainer.self_imitation_coef > 0:
-            imitate = self._self_imitation(seen)
+            imitate, archived = self._self_imitation(seen)
             distill = imitate if distill is None else distill + imitate
         if not cfg.rl:
             stats = distill_update(self.trainer, distill, generator=generator) if distill is not None and len(distill) else UpdateStats()
@@ -334,19 +335,20 @@ class ShellTraining:
             "rollout/zero_variance_groups": zero_var,
             "rollout/frac_reward_zero_std": zero_var / max(1, len(batch.groups)),
             "rollout/steps_mean": sum(len(e.trajectory) for e in seen) / ran,
+            "train/self_imitation_tasks": archived,
             "teacher/failures": teacher_failures,
             "teacher/disagreement_rate": self.monitor.rate,
         } | stats.metrics() | self.budget.metrics() | self.collector.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(epoch, checkpoint, record)
 
-    def _self_imitation(self, episodes: list[Episode]) -> DistillBatch:
+    def _self_imitation(self, episodes: list[Episode]) -> tuple[DistillBatch, int]:
         """The archive of each task's best verified success, updated with this epoch's episodes and stored
-        (so a resumed run keeps it), as distillation targets."""
+        (so a resumed run keeps it), as distillation targets; and how many tasks it holds."""
         archive = update_archive(self.plane.store.get_meta(SELF_IMITATION_KEY, {}), episodes)
         self.plane.store.set_meta(SELF_IMITATION_KEY, archive)
         archived = load_episodes(self.plane, [entry["episode_id"] for entry in archive.values()])
-        return self_imitation_batch(archived, self.config.trainer.self_imitation_coef)
+        return self_imitation_batch(archived, self.config.trainer.self_imitation_coef), len(archive)
 
     def close(self) -> None:
         self.plane.close()
