@@ -43,20 +43,23 @@ CONFIGS = {
 SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "distill+rl": "distillation + RL"}
 
 
+def env_factory(sandbox: Sandbox):
+    """Shell environments with the default settings (what `shell train` and `shell eval` use)."""
+    config = ShellEnvConfig()
+    return lambda: ShellBugfixEnv(config, sandbox=sandbox)
+
+
 def holdout_eval(policy, tasks_dir: Path, sandbox: Sandbox, seed: int) -> dict[str, float]:
     holdout = load_tasks(tasks_dir, split="holdout")
     train_repos = {t.oracle.get("metadata", {}).get("seed_repo") for t in load_tasks(tasks_dir, split="train")}
-    env_config = ShellEnvConfig()
-    result = evaluate(policy, holdout, lambda: ShellBugfixEnv(env_config, sandbox=sandbox), samples=1, seed=seed,
-                      group_of=holdout_group(train_repos))
+    result = evaluate(policy, holdout, env_factory(sandbox), samples=1, seed=seed, group_of=holdout_group(train_repos))
     return {"holdout": result.success_rate, **result.by_group}
 
 
 def val_eval(policy, val_dir: Path, sandbox: Sandbox, seed: int, samples: int = 4) -> dict[str, float]:
     """Sampled success (temperature 1) on the validation tasks carved from the training split."""
-    env_config = ShellEnvConfig()
-    result = evaluate(policy, load_tasks(val_dir), lambda: ShellBugfixEnv(env_config, sandbox=sandbox),
-                      samples=samples, seed=seed, regime=DecodingRegime(name="val", temperature=1.0))
+    result = evaluate(policy, load_tasks(val_dir), env_factory(sandbox), samples=samples, seed=seed,
+                      regime=DecodingRegime(name="val", temperature=1.0))
     return {"val": result.success_rate}
 
 
