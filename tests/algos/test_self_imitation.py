@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from aios_rl.algos.self_imitation import loop_free_steps, self_imitation_batch, update_archive
+from aios_rl.algos.self_imitation import loop_free_steps, pick_archived, self_imitation_batch, update_archive
 from aios_rl.contracts.episode import Episode, Observation, Step
 
 CANDIDATES = ["patch a", "patch b", "revert", "run tests"]
@@ -70,3 +72,19 @@ def test_targets_are_the_kept_actions_of_successes_only() -> None:
     assert [o.state_key for o in batch.observations] == ["A", "C"]
     assert batch.environments == ("shell", "shell")
     assert batch.weights.tolist() == pytest.approx([0.5, 0.5])
+
+
+def test_written_answers_are_targets_and_off_candidate_choices_are_not() -> None:
+    written = step("A", '{"action": "patch a"}', 0).model_copy(update={"token_ids": [5, 6, 7]})
+    stray = step("C", "not a candidate", 1)  # a candidate scorer could never have chosen it
+    ok = Episode(environment="shell", task_id="t1", trajectory=[written, stray], outcome="success", reward=1.0,
+                 env_reward=1.0, policy_version="ckpt-0000")
+    assert self_imitation_batch([ok], weight=1.0).targets == ('{"action": "patch a"}',)
+
+
+def test_the_archive_is_imitated_whole_up_to_the_limit_then_a_drawn_subset() -> None:
+    archive = {f"t{i}": {"episode_id": f"e{i}", "steps": 1} for i in range(5)}
+    assert pick_archived(archive, 5, random.Random(0)) == ["e0", "e1", "e2", "e3", "e4"]
+    drawn = pick_archived(archive, 2, random.Random(0))
+    assert len(drawn) == 2 and set(drawn) <= {f"e{i}" for i in range(5)}
+    assert drawn == pick_archived(dict(reversed(list(archive.items()))), 2, random.Random(0))

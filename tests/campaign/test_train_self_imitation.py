@@ -5,9 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.metrics import read_metrics
-from aios_rl.campaign.train import SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining
+from aios_rl.campaign.train import SELF_IMITATION_KEY, TRAIN_CONFIG_KEY, ShellTrainConfig, ShellTraining
+from aios_rl.contracts.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -44,10 +47,31 @@ def test_verified_successes_become_targets_without_a_teacher_and_survive_a_resum
 
     resumed = ShellTraining(tmp_path / "on", tasks, on_config.model_copy(update={"epochs": 2}))
     try:
-        batch, tasks = resumed._self_imitation([])  # no new episode: the stored archive alone
+        batch, tasks = resumed._self_imitation([], 2)  # no new episode: the stored archive alone
         assert tasks == 1
         assert len(batch) == archive["calc-1"]["steps"] > 0
         stored = resumed.plane.store.episode_bodies([archive["calc-1"]["episode_id"]])
         assert '"outcome":"success"' in stored[archive["calc-1"]["episode_id"]].replace(" ", "")
     finally:
         resumed.close()
+
+
+def test_a_run_stored_before_self_imitation_resumes_without_it(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none")
+    ShellTraining(tmp_path / "old", tasks, config).close()
+    from aios_rl.control.plane import ControlPlane
+
+    plane = ControlPlane(tmp_path / "old")
+    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
+    del stored["trainer"]["self_imitation_coef"]  # as a run stored by the previous version
+    plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
+    plane.close()
+
+    resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))  # the same command
+    assert resumed.config.trainer.self_imitation_coef == 0.0  # what the run was trained with
+    resumed.close()
+    asked_for = config.model_copy(update={"trainer": TrainerConfig(self_imitation_coef=0.5)})
+    with pytest.raises(ConfigError, match="different configuration"):
+        ShellTraining(tmp_path / "old", tasks, asked_for)

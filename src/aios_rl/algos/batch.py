@@ -49,7 +49,8 @@ def trainable(step_observation: Observation, action: str) -> bool:
     return not step_observation.candidates or action in step_observation.candidates
 
 
-def _trains(step: Step) -> bool:
+def trains_on(step: Step) -> bool:
+    """Whether a recorded step can be trained on: its action was a candidate, or an LM wrote its tokens."""
     # An LM that wrote its answer token by token trains on those tokens whatever they say: an invalid
     # answer is exactly what the update should make less likely. A candidate scorer cannot re-score one.
     return step.token_ids is not None or trainable(step.observation, step.action)
@@ -66,7 +67,7 @@ def flatten_episodes(episodes: Sequence[Episode]) -> StepBatch:
     token_ids: list[tuple[int, ...] | None] = []
     loss_masks: list[tuple[int, ...] | None] = []
     for e, episode in enumerate(episodes):
-        steps = [s for s in episode.trajectory if _trains(s)]
+        steps = [s for s in episode.trajectory if trains_on(s)]
         for k, step in enumerate(steps):
             last = k == len(steps) - 1
             obs.append(step.observation)

@@ -10,10 +10,12 @@ detours are cut first (:func:`loop_free_steps`), so a wrong patch that was later
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 
-from aios_rl.algos.batch import DistillBatch
-from aios_rl.algos.distill import distill_batch_from
+import torch
+
+from aios_rl.algos.batch import DistillBatch, trains_on
 from aios_rl.contracts.episode import Episode, Observation, Step
 
 
@@ -57,12 +59,24 @@ def update_archive(archive: Mapping[str, Mapping[str, object]], episodes: Sequen
     return updated
 
 
+def pick_archived(archive: Mapping[str, Mapping[str, object]], limit: int, rng: random.Random) -> list[str]:
+    """The episode ids to imitate this epoch: every archived success, or ``limit`` of them drawn by ``rng``
+    (tasks in sorted order first, so the draw depends only on the archive and the generator)."""
+    ids = [str(archive[task]["episode_id"]) for task in sorted(archive)]
+    return ids if len(ids) <= limit else rng.sample(ids, limit)
+
+
 def self_imitation_batch(episodes: Sequence[Episode], weight: float) -> DistillBatch:
-    """Every loop-free step of successful episodes, its own action the target, each weighted ``weight``."""
-    items = []
-    for episode in episodes:
-        if episode.outcome != "success":
-            continue
-        for step in loop_free_steps(episode.trajectory):
-            items.append((step.observation, episode.environment, [step.action], weight))
-    return distill_batch_from(items)
+    """Every loop-free step of successful episodes, its own action the target, each weighted ``weight``.
+
+    The action is the target as recorded: a candidate for students that rank candidates, the answer text for
+    an LM that wrote it (which ``Trainer.auxiliary_loss`` scores as text when the student ranks nothing).
+    """
+    steps = [(step, episode.environment) for episode in episodes if episode.outcome == "success"
+             for step in loop_free_steps(episode.trajectory) if trains_on(step)]
+    return DistillBatch(
+        observations=tuple(step.observation for step, _ in steps),
+        environments=tuple(environment for _, environment in steps),
+        targets=tuple(step.action for step, _ in steps),
+        weights=torch.full((len(steps),), float(weight)),
+    )

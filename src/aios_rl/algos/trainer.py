@@ -54,7 +54,7 @@ class TrainerConfig(ConfigModel):
     self_imitation_coef: float = Field(
         default=1.0, ge=0, description="`shell train` RL epochs: weight of cross-entropy toward the actions of each "
         "training task's best verified success so far (algos/self_imitation), a target where no teacher has one. "
-        "0: off.",
+        "It joins the distillation term, so distill_coef scales it too (distill_coef 0 turns both off). 0: off.",
     )
     max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
     offline_ratio_clip: float = Field(

@@ -22,7 +22,7 @@ from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.distill import distill_from_episodes, distill_update
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
-from aios_rl.algos.self_imitation import self_imitation_batch, update_archive
+from aios_rl.algos.self_imitation import pick_archived, self_imitation_batch, update_archive
 from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
 from aios_rl.campaign.collect import RolloutCollector
 from aios_rl.campaign.demos import oracle_warm_start
@@ -86,6 +86,10 @@ class ShellTrainConfig(ConfigModel):
     )
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Teacher-disagreement alarm.")
     rl: bool = Field(default=True, description="False: distillation only (no RL updates), for ablations.")
+    self_imitation_tasks: int = Field(
+        default=64, ge=1, description="RL epochs: most tasks of the self-imitation archive imitated per epoch (a "
+        "fresh random subset each epoch when it holds more; see trainer.self_imitation_coef).",
+    )
     warm_start_epochs: int = Field(
         default=20, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only)."
     )
@@ -172,13 +176,26 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
     return restore_student(meta["policy"], tensors), f"{run_dir}:{checkpoint}"
 
 
+# Settings added after runs were stored, with the value that reproduces such a run (what it ran with). A run
+# stored without one resumes with that value, not with today's default.
+LEGACY_SETTINGS = {("trainer", "self_imitation_coef"): 0.0}
+
+
 def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrainConfig:
     stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
     if stored is None:
         plane.store.set_meta(TRAIN_CONFIG_KEY, config.model_dump(mode="json"))
         return config
+    asked = config.model_copy(update={"epochs": config.epochs})
+    for (section, name), value in LEGACY_SETTINGS.items():
+        if name in stored.get(section, {}):
+            continue
+        stored.setdefault(section, {})[name] = value
+        part = getattr(asked, section)
+        if getattr(part, name) == type(part).model_fields[name].default:  # the same command as before
+            asked = asked.model_copy(update={section: part.model_copy(update={name: value})})
     resolved = ShellTrainConfig.model_validate(stored)
-    if resolved.model_copy(update={"epochs": config.epochs}) != config.model_copy(update={"epochs": config.epochs}):
+    if resolved.model_copy(update={"epochs": config.epochs}) != asked:
         raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
     return resolved.model_copy(update={"epochs": config.epochs})
 
@@ -309,7 +326,7 @@ class ShellTraining:
         distill = distill_from_episodes(episodes) if self.teacher is not None else None
         archived = 0
         if cfg.rl and cfg.trainer.self_imitation_coef > 0:
-            imitate, archived = self._self_imitation(seen)
+            imitate, archived = self._self_imitation(seen, epoch)
             distill = imitate if distill is None else distill + imitate
         if not cfg.rl:
             stats = distill_update(self.trainer, distill, generator=generator) if distill is not None and len(distill) else UpdateStats()
@@ -342,13 +359,20 @@ class ShellTraining:
         append_metrics(self.metrics_path, record)
         return EpochReport(epoch, checkpoint, record)
 
-    def _self_imitation(self, episodes: list[Episode]) -> tuple[DistillBatch, int]:
-        """The archive of each task's best verified success, updated with this epoch's episodes and stored
-        (so a resumed run keeps it), as distillation targets; and how many tasks it holds."""
+    def _self_imitation(self, episodes: list[Episode], epoch: int) -> tuple[DistillBatch, int]:
+        """The archive of each task's best verified success, updated with this epoch's episodes and stored,
+        as distillation targets (at most ``self_imitation_tasks`` of its tasks, drawn per epoch); and how many
+        tasks it holds.
+
+        The archive lives in the run store beside the episodes it names, so a resumed run keeps it; an epoch
+        killed before its checkpoint may leave its successes archived, which is harmless (they were verified).
+        """
         archive = update_archive(self.plane.store.get_meta(SELF_IMITATION_KEY, {}), episodes)
         self.plane.store.set_meta(SELF_IMITATION_KEY, archive)
-        archived = load_episodes(self.plane, [entry["episode_id"] for entry in archive.values()])
-        return self_imitation_batch(archived, self.config.trainer.self_imitation_coef), len(archive)
+        rng = random.Random(f"self-imitation:{self.config.seed}:{epoch}")
+        chosen = pick_archived(archive, self.config.self_imitation_tasks, rng)
+        batch = self_imitation_batch(load_episodes(self.plane, chosen), self.config.trainer.self_imitation_coef)
+        return batch, len(archive)
 
     def close(self) -> None:
         self.plane.close()
