@@ -49,6 +49,15 @@ def trainable(step_observation: Observation, action: str) -> bool:
     return not step_observation.candidates or action in step_observation.candidates
 
 
+def state_of(observation: Observation) -> tuple:
+    """The state an observation shows: its ``state_key`` where the environment declares one, else its text
+    and candidates (a text that carries a step counter then never repeats). GiGPO's anchor states and
+    self-imitation's loop cutting both compare states by it."""
+    if observation.state_key is not None:
+        return ("key", observation.state_key)
+    return ("text", observation.text, tuple(observation.candidates))
+
+
 def trains_on(step: Step) -> bool:
     """Whether a recorded step can be trained on: its action was a candidate, or an LM wrote its tokens."""
     # An LM that wrote its answer token by token trains on those tokens whatever they say: an invalid

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, flatten_episodes
+from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, flatten_episodes, state_of
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.contracts.errors import TrainingError
@@ -94,9 +94,7 @@ def anchor_ids(batch: StepBatch, group_of_step: Sequence[int]) -> torch.Tensor:
     index: dict[tuple, int] = {}
     ids = []
     for group, environment, obs in zip(group_of_step, batch.environments, batch.observations, strict=True):
-        key = (group, environment, obs.state_key) if obs.state_key is not None else (
-            group, environment, obs.text, tuple(obs.candidates))
-        ids.append(index.setdefault(key, len(index)))
+        ids.append(index.setdefault((group, environment, state_of(obs)), len(index)))
     return torch.tensor(ids, dtype=torch.long)
 
 

@@ -15,16 +15,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from aios_rl.algos.batch import DistillBatch, trains_on
-from aios_rl.contracts.episode import Episode, Observation, Step
-
-
-def state_of(observation: Observation) -> tuple:
-    """The state an observation shows: its ``state_key`` where the environment declares one, else its text
-    and candidates (a text that carries a step counter then never repeats, and no loop is cut)."""
-    if observation.state_key is not None:
-        return ("key", observation.state_key)
-    return ("text", observation.text, tuple(observation.candidates))
+from aios_rl.algos.batch import DistillBatch, state_of, trains_on
+from aios_rl.contracts.episode import Episode, Step
 
 
 def loop_free_steps(trajectory: Sequence[Step]) -> list[Step]:

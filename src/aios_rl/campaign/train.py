@@ -186,7 +186,7 @@ def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrain
     if stored is None:
         plane.store.set_meta(TRAIN_CONFIG_KEY, config.model_dump(mode="json"))
         return config
-    asked = config.model_copy(update={"epochs": config.epochs})
+    asked = config
     for (section, name), value in LEGACY_SETTINGS.items():
         if name in stored.get(section, {}):
             continue
@@ -194,10 +194,10 @@ def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrain
         part = getattr(asked, section)
         if getattr(part, name) == type(part).model_fields[name].default:  # the same command as before
             asked = asked.model_copy(update={section: part.model_copy(update={name: value})})
-    resolved = ShellTrainConfig.model_validate(stored)
-    if resolved.model_copy(update={"epochs": config.epochs}) != asked:
+    resolved = ShellTrainConfig.model_validate(stored).model_copy(update={"epochs": config.epochs})
+    if resolved != asked:
         raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
-    return resolved.model_copy(update={"epochs": config.epochs})
+    return resolved
 
 
 class ShellTraining:
