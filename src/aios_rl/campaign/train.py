@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 from pydantic import Field, field_validator
@@ -29,6 +30,7 @@ from aios_rl.campaign.demos import oracle_warm_start
 from aios_rl.campaign.metrics import append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
+from aios_rl.campaign.task_sampling import frontier_tasks, visit_counts
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task
 from aios_rl.contracts.errors import ConfigError
@@ -38,7 +40,7 @@ from aios_rl.control.plane import ControlPlane
 from aios_rl.control.replay import route_episode
 from aios_rl.control.reward import RewardConfig
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
-from aios_rl.envs.shell.oracle import ShellOracle
+from aios_rl.envs.shell.oracle import ShellOracle, reference_action
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.base import Policy
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 
 TRAIN_CONFIG_KEY = "train_config"
 SELF_IMITATION_KEY = "self_imitation_archive"
+EPOCH_TASKS_KEY = "epoch_tasks"
 
 
 class ShellTrainConfig(ConfigModel):
@@ -59,6 +62,11 @@ class ShellTrainConfig(ConfigModel):
 
     epochs: int = Field(default=5, ge=1, description="Update epochs (one update and checkpoint each).")
     tasks_per_epoch: int = Field(default=8, ge=1, description="Training tasks sampled per epoch.")
+    task_sampling: Literal["uniform", "frontier"] = Field(
+        default="frontier", description="Which tasks an RL epoch runs: 'frontier' the least visited of those "
+        "neither solved by the student (self-imitation archive) nor labelled by the teacher first, then the rest "
+        "(campaign/task_sampling); 'uniform' a uniform draw. Distillation-only epochs always draw uniformly.",
+    )
     group_size: int = Field(default=4, ge=1, description="Episodes per task per epoch (the GRPO group).")
     allocator: str | None = Field(
         default=None, description="Rollout allocator: uniform-N, dapo-N, arpo-N, tree-N, vip-N, rail or rail-N "
@@ -152,6 +160,17 @@ def build_teacher(config: ShellTrainConfig, run_dir: Path | None = None) -> Teac
     return TeacherGateway(TeacherConfig.model_validate(gateway_config.model_dump()), oracle=ShellOracle())
 
 
+def labelled_tasks(teacher: str, tasks: list[Task]) -> set[str]:
+    """The ids of the tasks whose states the teacher can label: with the oracle first, those with a reference
+    fix; with another teacher first, every task (a judge answers for any state); with none, no task."""
+    backends = teacher_backends(teacher)
+    if not backends:
+        return set()
+    if backends[0] != "oracle":
+        return {t.task_id for t in tasks}
+    return {t.task_id for t in tasks if reference_action(t) is not None}
+
+
 def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
     """The student stored in another run's checkpoint (``RUN_DIR`` or ``RUN_DIR:CHECKPOINT``), and where it
     came from as ``"RUN_DIR:ID"``.
@@ -178,7 +197,8 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
 
 # Settings added after runs were stored, with the value that reproduces such a run (what it ran with). A run
 # stored without one resumes with that value, not with today's default.
-LEGACY_SETTINGS = {("trainer", "self_imitation_coef"): 0.0}
+# A section of "" is a top-level field.
+LEGACY_SETTINGS = {("trainer", "self_imitation_coef"): 0.0, ("", "task_sampling"): "uniform"}
 
 
 def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrainConfig:
@@ -188,12 +208,14 @@ def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrain
         return config
     asked = config
     for (section, name), value in LEGACY_SETTINGS.items():
-        if name in stored.get(section, {}):
+        fields = stored.setdefault(section, {}) if section else stored
+        if name in fields:
             continue
-        stored.setdefault(section, {})[name] = value
-        part = getattr(asked, section)
+        fields[name] = value
+        part = getattr(asked, section) if section else asked
         if getattr(part, name) == type(part).model_fields[name].default:  # the same command as before
-            asked = asked.model_copy(update={section: part.model_copy(update={name: value})})
+            part = part.model_copy(update={name: value})
+            asked = asked.model_copy(update={section: part}) if section else part
     resolved = ShellTrainConfig.model_validate(stored).model_copy(update={"epochs": config.epochs})
     if resolved != asked:
         raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
@@ -214,6 +236,7 @@ class ShellTraining:
         if not self.tasks:
             raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
         self.teacher = build_teacher(self.config, run_dir)
+        self.labelled = labelled_tasks(self.config.teacher, self.tasks)
         self.monitor = DisagreementMonitor(self.config.monitor)
         self.metrics_path = run_dir / "metrics.jsonl"
         self.budget = Budget()
@@ -292,7 +315,8 @@ class ShellTraining:
     def run_epoch(self, epoch: int, progress: Progress | None = None) -> EpochReport:
         cfg = self.config
         rng = random.Random(cfg.seed * 1_000_003 + epoch)
-        chosen: list[Task] = rng.sample(self.tasks, min(cfg.tasks_per_epoch, len(self.tasks)))
+        solved_before = set(self.plane.store.get_meta(SELF_IMITATION_KEY, {}))
+        chosen = self._choose_tasks(epoch, rng, solved_before)
         regime = DecodingRegime(name="train", temperature=cfg.temperature, top_p=cfg.top_p)
         active = self.plane.state.lineage.active or ""
         seen: list[Episode] = []
@@ -353,11 +377,36 @@ class ShellTraining:
             "rollout/frac_reward_zero_std": zero_var / max(1, len(batch.groups)),
             "rollout/steps_mean": sum(len(e.trajectory) for e in seen) / ran,
             "train/self_imitation_tasks": archived,
+            "tasks/unlabelled": sum(t.task_id not in self.labelled for t in chosen),
+            "tasks/solved_before": sum(t.task_id in solved_before for t in chosen),
             "teacher/failures": teacher_failures,
             "teacher/disagreement_rate": self.monitor.rate,
         } | stats.metrics() | self.budget.metrics() | self.collector.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(epoch, checkpoint, record)
+
+    def _choose_tasks(self, epoch: int, rng: random.Random, solved: set[str]) -> list[Task]:
+        """This epoch's tasks (``task_sampling``), recorded in the store: an epoch killed and run again runs
+        the tasks it started with, and the frontier counts visits from the record."""
+        cfg = self.config
+        record: dict[str, list[str]] = self.plane.store.get_meta(EPOCH_TASKS_KEY, {})
+        count = min(cfg.tasks_per_epoch, len(self.tasks))
+        if cfg.rl and cfg.task_sampling == "frontier":
+            chosen = frontier_tasks(self.tasks, count, rng, visits=visit_counts(record, epoch),
+                                    labelled=self.labelled, solved=solved)
+        else:
+            chosen = rng.sample(self.tasks, count)
+        # Drawn either way, so the generator's later draws (the rollout seed) are those of the first attempt.
+        if str(epoch) in record:
+            by_id = {t.task_id: t for t in self.tasks}
+            missing = sorted(set(record[str(epoch)]) - set(by_id))
+            if missing:
+                raise ConfigError(f"epoch {epoch} of {self.plane.run_dir} ran tasks that the task directory no "
+                                  f"longer holds: {', '.join(missing[:3])}")
+            return [by_id[task_id] for task_id in record[str(epoch)]]
+        record[str(epoch)] = [t.task_id for t in chosen]
+        self.plane.store.set_meta(EPOCH_TASKS_KEY, record)
+        return chosen
 
     def _self_imitation(self, episodes: list[Episode], epoch: int) -> tuple[DistillBatch, int]:
         """The archive of each task's best verified success, updated with this epoch's episodes and stored,
