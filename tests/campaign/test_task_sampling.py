@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.metrics import read_metrics
 from aios_rl.campaign.task_sampling import frontier_cost, frontier_tasks, visit_counts
 from aios_rl.campaign.train import EPOCH_TASKS_KEY, TRAIN_CONFIG_KEY, ShellTrainConfig, ShellTraining
@@ -107,11 +108,33 @@ def test_distillation_epochs_and_older_runs_draw_uniformly(tmp_path: Path) -> No
     ShellTraining(tmp_path / "old", tasks, config).close()
     plane = ControlPlane(tmp_path / "old")
     stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
-    del stored["task_sampling"]  # as a run stored by the previous version
+    del stored["task_sampling"], stored["demo_replay"]  # as a run stored by the previous version
     plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
     plane.close()
     resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))  # the same command
     try:
-        assert resumed.config.task_sampling == "uniform"
+        assert resumed.config.task_sampling == "uniform" and resumed.config.demo_replay is False
     finally:
         resumed.close()
+
+
+def test_demonstrations_are_replayed_in_epochs_that_run_only_unlabelled_tasks(tmp_path: Path) -> None:
+    make_task(tmp_path, task_id="calc-1")
+    make_task(tmp_path, task_id="calc-2", oracle=False)  # the frontier runs this one: nothing to label there
+    tasks = tmp_path / "tasks"
+    base = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=0,
+                            trainer=TrainerConfig(self_imitation_coef=0))
+    records = {}
+    for replay in (False, True):
+        run = tmp_path / f"replay-{replay}"
+        training = ShellTraining(run, tasks, base.model_copy(update={"demo_replay": replay}))
+        try:
+            training.run_epoch(1)
+        finally:
+            training.close()
+        records[replay] = read_metrics(run / "metrics.jsonl")[-1]
+    assert records[False]["tasks/unlabelled"] == records[True]["tasks/unlabelled"] == 1
+    assert records[False]["train/demonstrations_replayed"] == 0
+    assert records[False]["train/distill_loss"] == 0.0  # the oracle labels no state of calc-2
+    assert records[True]["train/demonstrations_replayed"] >= 1  # calc-1's opening state at least
+    assert records[True]["train/distill_loss"] > 0.0

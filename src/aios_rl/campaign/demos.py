@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.distill import distill_batch_from, distill_update
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Observation, Task
@@ -78,11 +79,16 @@ def oracle_warm_start(
         The number of demonstrations and the statistics of the last pass.
     """
     batch = distill_batch_from(oracle_demonstrations(tasks, make_env, seed=seed, progress=progress))
+    return len(batch), distill_passes(trainer, batch, seed=seed, passes=passes)
+
+
+def distill_passes(trainer: Trainer, batch: DistillBatch, *, seed: int, passes: int) -> UpdateStats:
+    """``passes`` distillation passes of ``trainer``'s student over ``batch``; the last pass's statistics."""
     generator = torch.Generator().manual_seed(seed)
     stats = UpdateStats()
     for _ in range(passes):
         stats = distill_update(trainer, batch, generator=generator)
-    return len(batch), stats
+    return stats
 
 
 def _recovery(

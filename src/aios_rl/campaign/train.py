@@ -20,13 +20,13 @@ import torch
 from pydantic import Field, field_validator
 
 from aios_rl.algos.batch import DistillBatch
-from aios_rl.algos.distill import distill_from_episodes, distill_update
+from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.self_imitation import pick_archived, self_imitation_batch, update_archive
 from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
 from aios_rl.campaign.collect import RolloutCollector
-from aios_rl.campaign.demos import oracle_warm_start
+from aios_rl.campaign.demos import distill_passes, oracle_demonstrations
 from aios_rl.campaign.metrics import append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
@@ -100,6 +100,11 @@ class ShellTrainConfig(ConfigModel):
     )
     warm_start_epochs: int = Field(
         default=20, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only)."
+    )
+    demo_replay: bool = Field(
+        default=True, description="The oracle's demonstrations (those of the warm start) join the distillation "
+        "term of every epoch, so what the teacher taught is kept while the epochs' rollouts go elsewhere (as "
+        "InstructGPT's PPO-ptx mixes its supervised objective into RL updates). Oracle teacher first only.",
     )
     student: StudentConfig = Field(default_factory=StudentConfig, description="Which student and its settings.")
     init_from: str | None = Field(
@@ -198,7 +203,11 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
 # Settings added after runs were stored, with the value that reproduces such a run (what it ran with). A run
 # stored without one resumes with that value, not with today's default.
 # A section of "" is a top-level field.
-LEGACY_SETTINGS = {("trainer", "self_imitation_coef"): 0.0, ("", "task_sampling"): "uniform"}
+LEGACY_SETTINGS = {
+    ("trainer", "self_imitation_coef"): 0.0,
+    ("", "task_sampling"): "uniform",
+    ("", "demo_replay"): False,
+}
 
 
 def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrainConfig:
@@ -237,6 +246,7 @@ class ShellTraining:
             raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
         self.teacher = build_teacher(self.config, run_dir)
         self.labelled = labelled_tasks(self.config.teacher, self.tasks)
+        self._demos: DistillBatch | None = None
         self.monitor = DisagreementMonitor(self.config.monitor)
         self.metrics_path = run_dir / "metrics.jsonl"
         self.budget = Budget()
@@ -295,15 +305,25 @@ class ShellTraining:
         wanted = primary == ["oracle"] and self.config.init_from is None and self.config.warm_start_epochs > 0
         if not wanted or "warm_start" in self._done_labels():
             return None
-        demonstrations, stats = oracle_warm_start(
-            self.trainer, self.tasks, self.make_env, seed=self.config.seed, passes=self.config.warm_start_epochs,
-            progress=(lambda: progress("demonstrations", {})) if progress else None,
-        )
+        demonstrations = self._demonstrations(progress)
+        stats = distill_passes(self.trainer, demonstrations, seed=self.config.seed,
+                               passes=self.config.warm_start_epochs)
         checkpoint = self._checkpoint("warm_start", [])
-        record = {"epoch": 0, "phase": "warm_start", "checkpoint": checkpoint, "demonstrations": demonstrations,
+        record = {"epoch": 0, "phase": "warm_start", "checkpoint": checkpoint, "demonstrations": len(demonstrations),
                   "tasks": len(self.tasks)} | stats.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(0, checkpoint, record)
+
+    def _demonstrations(self, progress: Progress | None = None) -> DistillBatch:
+        """The oracle's demonstrations on the training tasks (:mod:`aios_rl.campaign.demos`), built once per
+        process: the same seed gives the same ones, so a run started ``init_from`` a warm start of the same
+        seed replays the demonstrations that warm start was distilled on."""
+        if self._demos is None:
+            self._demos = distill_batch_from(oracle_demonstrations(
+                self.tasks, self.make_env, seed=self.config.seed,
+                progress=(lambda: progress("demonstrations", {})) if progress else None,
+            ))
+        return self._demos
 
     def _done_labels(self) -> list[str]:
         return [r.get("phase", "") for r in read_metrics(self.metrics_path)]
@@ -348,6 +368,10 @@ class ShellTraining:
                         len(batch.groups))
         generator = torch.Generator().manual_seed(cfg.seed * 7919 + epoch)
         distill = distill_from_episodes(episodes) if self.teacher is not None else None
+        replayed = 0
+        if distill is not None and cfg.demo_replay and teacher_backends(cfg.teacher)[:1] == ["oracle"]:
+            demonstrations = self._demonstrations(progress)
+            distill, replayed = distill + demonstrations, len(demonstrations)
         archived = 0
         if cfg.rl and cfg.trainer.self_imitation_coef > 0:
             imitate, archived = self._self_imitation(seen, epoch)
@@ -377,6 +401,7 @@ class ShellTraining:
             "rollout/frac_reward_zero_std": zero_var / max(1, len(batch.groups)),
             "rollout/steps_mean": sum(len(e.trajectory) for e in seen) / ran,
             "train/self_imitation_tasks": archived,
+            "train/demonstrations_replayed": replayed,
             "tasks/unlabelled": sum(t.task_id not in self.labelled for t in chosen),
             "tasks/solved_before": sum(t.task_id in solved_before for t in chosen),
             "teacher/failures": teacher_failures,
