@@ -39,6 +39,24 @@ def test_nested_and_repeated_loops_leave_a_path_without_repeated_states() -> Non
     assert [(s.observation.state_key, s.action) for s in kept] == [("A", "patch a"), ("C", "run tests")]
 
 
+def test_random_walks_match_a_plain_rebuild_of_the_path() -> None:
+    def reference(steps: list[Step]) -> list[Step]:  # cut, then look the states up again from scratch
+        path: list[Step] = []
+        for s in steps:
+            states = [p.observation.state_key for p in path]
+            if s.observation.state_key in states:
+                del path[states.index(s.observation.state_key):]
+            path.append(s)
+        return path
+
+    for seed in range(300):
+        rng = random.Random(seed)
+        steps = [step(rng.choice("ABCDE"), rng.choice(CANDIDATES), n) for n in range(rng.randrange(1, 25))]
+        kept = loop_free_steps(steps)
+        assert kept == reference(steps)
+        assert len({s.observation.state_key for s in kept}) == len(kept)
+
+
 def test_without_state_keys_nothing_is_cut_when_texts_differ() -> None:
     steps = [step(None, "patch b", 0), step(None, "revert", 1), step(None, "patch a", 2)]
     assert loop_free_steps(steps) == steps

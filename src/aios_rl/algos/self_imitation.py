@@ -25,16 +25,18 @@ def loop_free_steps(trajectory: Sequence[Step]) -> list[Step]:
 
     Example: states A, B, A, C (patch, revert, patch) → the steps taken from A (the second) and C.
     """
-    path: list[Step] = []
+    path: list[tuple[tuple, Step]] = []
     position: dict[tuple, int] = {}
     for step in trajectory:
         state = state_of(step.observation)
-        if state in position:
-            del path[position[state]:]
-            position = {state_of(s.observation): i for i, s in enumerate(path)}
+        if state in position:  # each step is cut at most once: linear in the trajectory's length
+            cut = position[state]
+            for dropped, _ in path[cut:]:
+                del position[dropped]
+            del path[cut:]
         position[state] = len(path)
-        path.append(step)
-    return path
+        path.append((state, step))
+    return [step for _, step in path]
 
 
 def update_archive(archive: Mapping[str, Mapping[str, object]], episodes: Sequence[Episode]) -> dict[str, dict[str, object]]:
