@@ -24,8 +24,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from aios_rl.contracts.episode import Task
 
-SAMPLING = ("uniform", "frontier")
-
 
 def frontier_cost(visits: int, *, labelled: bool, solved: bool) -> int:
     """The cost of running a task again (lower runs first); see the module docstring."""

@@ -245,6 +245,8 @@ class ShellTraining:
         if not self.tasks:
             raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
         self.teacher = build_teacher(self.config, run_dir)
+        # Demonstrations (warm start, replay) are the oracle's ground truth: only when it is the first teacher.
+        self.oracle_first = teacher_backends(self.config.teacher)[:1] == ["oracle"]
         self.labelled = labelled_tasks(self.config.teacher, self.tasks)
         self._demos: DistillBatch | None = None
         self.monitor = DisagreementMonitor(self.config.monitor)
@@ -300,9 +302,7 @@ class ShellTraining:
         """Distillation from oracle demonstrations (:mod:`aios_rl.campaign.demos`): the reference fix at each
         training task's opening state, and revert-then-fix after a wrong patch. Fresh students only (not
         with ``init_from``), once per run."""
-        # Demonstrations are the oracle's ground truth: only when the oracle is the primary teacher.
-        primary = teacher_backends(self.config.teacher)[:1]
-        wanted = primary == ["oracle"] and self.config.init_from is None and self.config.warm_start_epochs > 0
+        wanted = self.oracle_first and self.config.init_from is None and self.config.warm_start_epochs > 0
         if not wanted or "warm_start" in self._done_labels():
             return None
         demonstrations = self._demonstrations(progress)
@@ -369,7 +369,7 @@ class ShellTraining:
         generator = torch.Generator().manual_seed(cfg.seed * 7919 + epoch)
         distill = distill_from_episodes(episodes) if self.teacher is not None else None
         replayed = 0
-        if distill is not None and cfg.demo_replay and teacher_backends(cfg.teacher)[:1] == ["oracle"]:
+        if distill is not None and cfg.demo_replay and self.oracle_first:
             demonstrations = self._demonstrations(progress)
             distill, replayed = distill + demonstrations, len(demonstrations)
         archived = 0
