@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -398,6 +400,25 @@ def test_feature_hasher_is_order_free_and_distinguishes_names() -> None:
     assert (a[0] == a[1]).all() and not (a[0] == a[2]).all() and not a[3].any()
     assert (a[0] != 0).sum() >= 2
     assert all(len({fh._place(n)[0], fh._place(n)[1]}) == 2 for n in map(str, range(200)))
+
+
+def test_feature_hasher_matches_a_plain_loop_row_by_row() -> None:
+    """The grouped, array-at-a-time matrix equals adding each name's two signed squashed values in turn."""
+    rng = random.Random(3)
+    names = [f"f{i}" for i in range(40)]
+    for seed in range(5):
+        fh = FeatureHasher(slots=8)  # 8 slots for up to 40 names: many collisions
+        schemas = [rng.sample(names, rng.randint(0, 12)) for _ in range(4)]
+        rows = [{n: rng.choice([0.0, 1.0, -2.5, rng.uniform(-50, 50), 3]) for n in rng.choice(schemas)}
+                for _ in range(60)]
+        expected = np.zeros((len(rows), 8), dtype=np.float32)
+        for r, row in enumerate(rows):
+            for name, value in row.items():
+                a, b, sa, sb = fh._place(name)
+                for col, sign in ((a, sa), (b, sb)):
+                    v = np.float32(sign * value)
+                    expected[r, col] = expected[r, col] + np.sign(v) * np.log1p(abs(v)) / np.sqrt(2)
+        assert np.array_equal(fh.matrix(rows), expected), seed
 
 
 def test_hashes_are_stable_across_processes() -> None:

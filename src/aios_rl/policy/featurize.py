@@ -338,22 +338,27 @@ class FeatureHasher:
         self._names: LRUCache[str, tuple[int, int, float, float]] = LRUCache(cache_size)
 
     def matrix(self, rows: Sequence[Mapping[str, float]]) -> np.ndarray:
-        """A ``(len(rows), slots)`` float32 matrix: each value squashed, signed, added to its two slots."""
+        """A ``(len(rows), slots)`` float32 matrix: each value squashed, signed, added to its two slots.
+
+        Rows are handled in groups that share their names in order (an environment's candidates usually do),
+        a group's values as one array; within a row, contributions are summed in the row's name order.
+        """
         out = np.zeros((len(rows), self.slots), dtype=np.float32)
-        r_idx: list[int] = []
-        c_idx: list[int] = []
-        vals: list[float] = []
+        groups: dict[tuple[str, ...], list[int]] = {}
         for r, row in enumerate(rows):
-            for name, value in row.items():
-                a, b, sa, sb = self._names.get_or_compute(name, self._place)
-                r_idx += (r, r)
-                c_idx += (a, b)
-                vals += (sa * value, sb * value)
-        if vals:
-            v = np.asarray(vals, dtype=np.float32)
+            if row:
+                groups.setdefault(tuple(row), []).append(r)
+        for names, members in groups.items():
+            places = [self._names.get_or_compute(name, self._place) for name in names]
+            cols = np.array([c for a, b, _, _ in places for c in (a, b)], dtype=np.int64)  # (2K,) a1 b1 a2 b2 ...
+            signs = np.array([s for _, _, sa, sb in places for s in (sa, sb)], dtype=np.float32)  # (2K,)
+            values = np.array([list(rows[r].values()) for r in members], dtype=np.float32)  # (R, K)
+            v = np.repeat(values, 2, axis=1) * signs  # (R, 2K)
             # Two slots per name: scale by 1/sqrt(2) so a feature's total energy does not double.
             squashed = np.sign(v) * np.log1p(np.abs(v)) / np.sqrt(2)
-            np.add.at(out, (np.asarray(r_idx), np.asarray(c_idx)), squashed)
+            rows_of = np.asarray(members)
+            for j, col in enumerate(cols):  # in the row's name order, as colliding names add up
+                out[rows_of, col] += squashed[:, j]
         return out
 
     def _place(self, name: str) -> tuple[int, int, float, float]:
