@@ -41,6 +41,16 @@ def test_demonstrations_walk_to_the_fix_and_recover_from_a_wrong_patch(tmp_path:
     assert [targets for _, _, targets, _ in without] == [[fix]]
 
 
+def test_demonstrations_do_not_depend_on_the_number_of_workers(tmp_path: Path) -> None:
+    sandbox = Sandbox()
+    tasks = [make_task(tmp_path, task_id=f"calc-{i}") for i in range(3)]
+    runs = [oracle_demonstrations(tasks, lambda: ShellBugfixEnv(sandbox=sandbox), seed=5, workers=workers)
+            for workers in (1, 3)]
+    assert [len(r) for r in runs] == [15, 15]
+    for (obs_a, _, targets_a, _), (obs_b, _, targets_b, _) in zip(*runs, strict=True):
+        assert (obs_a.text, obs_a.candidates, targets_a) == (obs_b.text, obs_b.candidates, targets_b)
+
+
 def test_distillation_from_an_episode_targets_revert_after_a_wrong_patch_and_the_fix_before(tmp_path: Path) -> None:
     task = make_task(tmp_path)
     env = ShellBugfixEnv(sandbox=Sandbox())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -38,29 +39,44 @@ def oracle_demonstrations(
     seed: int,
     recovery: int = 2,
     wrong_rank: float = 0.1,
+    workers: int = 1,
     progress: Callable[[], None] | None = None,
 ) -> list[Demonstration]:
-    """(observation, environment, [reference action], confidence 1) items for ``distill_batch_from``."""
-    rng = random.Random(seed)
+    """(observation, environment, [reference action], confidence 1) items for ``distill_batch_from``, in task
+    order. Tasks run on ``workers`` threads, each with its own environment and a generator seeded by the seed
+    and the task id, so the items do not depend on the number of workers."""
+
+    def one(task: Task) -> list[Demonstration]:
+        return _task_demonstrations(task, make_env, random.Random(f"{seed}:{task.task_id}"), recovery, wrong_rank)
+
     items: list[Demonstration] = []
-    for task in tasks:
-        reference = reference_action(task)
-        env = make_env()
-        try:
-            opening = env.reset(task, seed=task.seed)
-            if reference is not None:
-                items.append((opening, task.environment, [reference], 1.0))
-                state = opening
-                for _ in range(recovery):
-                    more = _recovery(env, state, task, reference, rng, wrong_rank)
-                    items.extend(more)
-                    if len(more) < 2:
-                        break
-                    state = more[-1][0]
-        finally:
-            env.close()
-        if progress:
-            progress()
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for demonstrations in pool.map(one, tasks):
+            items.extend(demonstrations)
+            if progress:
+                progress()
+    return items
+
+
+def _task_demonstrations(
+    task: Task, make_env: Callable[[], Env], rng: random.Random, recovery: int, wrong_rank: float
+) -> list[Demonstration]:
+    reference = reference_action(task)
+    if reference is None:
+        return []
+    items: list[Demonstration] = []
+    env = make_env()
+    try:
+        state = env.reset(task, seed=task.seed)
+        items.append((state, task.environment, [reference], 1.0))
+        for _ in range(recovery):
+            more = _recovery(env, state, task, reference, rng, wrong_rank)
+            items.extend(more)
+            if len(more) < 2:
+                break
+            state = more[-1][0]
+    finally:
+        env.close()
     return items
 
 
@@ -71,6 +87,7 @@ def oracle_warm_start(
     *,
     seed: int,
     passes: int,
+    workers: int = 1,
     progress: Callable[[], None] | None = None,
 ) -> tuple[int, UpdateStats]:
     """Distil ``trainer``'s student on the oracle demonstrations for ``passes`` passes.
@@ -78,7 +95,7 @@ def oracle_warm_start(
     Returns:
         The number of demonstrations and the statistics of the last pass.
     """
-    batch = distill_batch_from(oracle_demonstrations(tasks, make_env, seed=seed, progress=progress))
+    batch = distill_batch_from(oracle_demonstrations(tasks, make_env, seed=seed, workers=workers, progress=progress))
     return len(batch), distill_passes(trainer, batch, seed=seed, passes=passes)
 
 

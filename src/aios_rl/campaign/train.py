@@ -320,7 +320,7 @@ class ShellTraining:
         seed replays the demonstrations that warm start was distilled on."""
         if self._demos is None:
             self._demos = distill_batch_from(oracle_demonstrations(
-                self.tasks, self.make_env, seed=self.config.seed,
+                self.tasks, self.make_env, seed=self.config.seed, workers=self.config.workers,
                 progress=(lambda: progress("demonstrations", {})) if progress else None,
             ))
         return self._demos
