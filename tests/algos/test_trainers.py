@@ -153,6 +153,33 @@ def test_distillation_warm_start_reaches_the_teacher_action() -> None:
     assert all(prob_of(policy, t, f"patch fix-{t}-2") > 0.6 for t in range(4))
 
 
+@pytest.mark.parametrize(("n", "states", "size", "passes"), [(130, 41, 64, 2), (10, 7, 4, 3), (200, 2, 64, 1)])
+def test_each_distillation_state_joins_one_minibatch_per_pass(n: int, states: int, size: int, passes: int) -> None:
+    trainer = Trainer(CompactStudent(SMALL), TrainerConfig(minibatch_size=size, update_epochs=passes))
+    distill = distill_batch_from([(obs(t, 0), "shell", [f"patch fix-{t}-1"], 1.0) for t in range(states)])
+    pairs = list(trainer.paired_minibatches(n, distill, torch.Generator().manual_seed(0)))
+    per_pass = -(-n // size)
+    assert len(pairs) == per_pass * passes
+    for p in range(passes):
+        chunk = pairs[p * per_pass : (p + 1) * per_pass]
+        assert sorted(i for idx, _ in chunk for i in idx.tolist()) == list(range(n))
+        texts = [o.text for _, part in chunk if part is not None for o in part.observations]
+        assert sorted(texts) == sorted(o.text for o in distill.observations)
+        assert sum(part is None for _, part in chunk) == max(0, per_pass - states)
+    assert all(part is None for _, part in trainer.paired_minibatches(n, None, torch.Generator()))
+
+
+def test_grpo_with_a_distillation_term_reaches_the_teacher_action_on_unrewarded_tasks() -> None:
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig(lr=3e-3, minibatch_size=4))
+    distill = distill_batch_from([(obs(t, 0), "shell", [f"patch fix-{t}-3"], 1.0) for t in range(4, 8)])
+    for i in range(30):
+        episodes, groups = grouped(random.Random(i))
+        stats = grpo_update(trainer, episodes, groups, generator=torch.Generator().manual_seed(i), distill=distill)
+    assert stats.distill_loss < 0.5
+    assert all(prob_of(policy, t, f"patch fix-{t}-3") > 0.6 for t in range(4, 8))
+
+
 def test_negative_lane_kl_holds_the_policy_near_the_reference() -> None:
     torch.manual_seed(0)
     reference = CompactStudent(SMALL)

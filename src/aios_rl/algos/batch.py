@@ -131,6 +131,15 @@ class DistillBatch:
     def __len__(self) -> int:
         return len(self.targets)
 
+    def subset(self, index: torch.Tensor) -> DistillBatch:
+        rows = index.tolist()
+        return DistillBatch(
+            observations=tuple(self.observations[i] for i in rows),
+            environments=tuple(self.environments[i] for i in rows),
+            targets=tuple(self.targets[i] for i in rows),
+            weights=self.weights[index],
+        )
+
     def __add__(self, other: DistillBatch) -> DistillBatch:
         """Both batches' states, this one's first."""
         return DistillBatch(

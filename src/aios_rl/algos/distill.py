@@ -51,13 +51,6 @@ def distill_update(trainer: Trainer, distill: DistillBatch, *, generator: torch.
     """Supervised steps toward the teacher's reference actions only."""
     stats = UpdateStats()
     for idx in trainer.minibatches(len(distill), generator):
-        rows = idx.tolist()
-        sub = DistillBatch(
-            observations=tuple(distill.observations[i] for i in rows),
-            environments=tuple(distill.environments[i] for i in rows),
-            targets=tuple(distill.targets[i] for i in rows),
-            weights=distill.weights[idx],
-        )
-        loss = trainer.auxiliary_loss(sub, None, None, stats)
+        loss = trainer.auxiliary_loss(distill.subset(idx), None, None, stats)
         trainer.step(loss, stats)
     return trainer.finish(stats)

@@ -70,7 +70,7 @@ def grpo_update(
             ref = evaluate_steps(reference, batch).logprobs  # (N,)
 
     stats = UpdateStats(extras={"zero_adv_fraction": float((adv == 0).float().mean())})
-    for idx in trainer.minibatches(len(batch), generator):
+    for idx, distill_part in trainer.paired_minibatches(len(batch), distill, generator):
         mb = batch.subset(idx)
         ev = evaluate_steps(policy, mb)
         logprobs = ev.logprobs[:, None]  # (B, 1)
@@ -81,7 +81,7 @@ def grpo_update(
         entropy = ev.entropy.mean()
         loss = policy_loss - cfg.entropy_coef * entropy
         loss = loss + trainer.kl_penalty(logprobs, None if ref is None else ref[idx][:, None], stats)
-        loss = loss + trainer.auxiliary_loss(distill, negative, reference, stats)
+        loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)
     return trainer.finish(stats)
 
@@ -141,13 +141,13 @@ def offline_update(
     batch = flatten_episodes(kept)
     adv = (rewards - rewards.mean())[batch.episode_index]  # (N,)
     c = cfg.offline_ratio_clip
-    for idx in trainer.minibatches(len(batch), generator):
+    for idx, distill_part in trainer.paired_minibatches(len(batch), distill, generator):
         mb = batch.subset(idx)
         ev = evaluate_steps(policy, mb)
         weight = torch.exp(ev.logprobs.detach() - mb.behavior_logprobs).clamp(1.0 / c, c)  # (B,)
         policy_loss = -(weight * adv[idx] * ev.logprobs).mean()
         loss = policy_loss - cfg.entropy_coef * ev.entropy.mean()
-        loss = loss + trainer.auxiliary_loss(distill, negative, reference, stats)
+        loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         stats.policy_loss += policy_loss.item()
         stats.entropy += ev.entropy.mean().item()
         trainer.step(loss, stats)

@@ -60,7 +60,7 @@ def ppo_update(
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
 
     stats = UpdateStats()
-    for idx in trainer.minibatches(len(batch), generator):
+    for idx, distill_part in trainer.paired_minibatches(len(batch), distill, generator):
         mb = batch.subset(idx)
         ev = evaluate_steps(policy, mb)
         logprobs = ev.logprobs[:, None]  # (B, 1)
@@ -74,7 +74,7 @@ def ppo_update(
         entropy = ev.entropy.mean()
         loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
         loss = loss + trainer.kl_penalty(logprobs, None if ref is None else ref[idx][:, None], stats)
-        loss = loss + trainer.auxiliary_loss(distill, negative, reference, stats)
+        loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         stats.value_loss += v_loss.item()
         trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)
     return trainer.finish(stats)

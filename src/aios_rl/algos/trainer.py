@@ -110,6 +110,22 @@ class Trainer:
             for start in range(0, n, size):
                 yield order[start : start + size]
 
+    def paired_minibatches(
+        self, n: int, distill: DistillBatch | None, generator: torch.Generator
+    ) -> Iterator[tuple[torch.Tensor, DistillBatch | None]]:
+        """:meth:`minibatches`, each with its share of ``distill``: in every pass the distillation states are
+        shuffled and split into as many parts as the pass has minibatches, so each state is in one gradient
+        step per pass and the distillation term costs one pass over ``distill`` per pass (not one per step).
+        A part is None when ``distill`` has fewer states than the pass has minibatches."""
+        size = self.config.minibatch_size
+        for _ in range(self.config.update_epochs):
+            steps = torch.randperm(n, generator=generator).split(size)
+            parts: list[DistillBatch | None] = [None] * len(steps)
+            if distill is not None and len(distill):
+                shares = torch.randperm(len(distill), generator=generator).tensor_split(len(steps))
+                parts = [distill.subset(share) if len(share) else None for share in shares]
+            yield from zip(steps, parts, strict=True)
+
     def auxiliary_loss(
         self,
         distill: DistillBatch | None,
