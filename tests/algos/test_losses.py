@@ -20,6 +20,7 @@ from aios_rl.algos.losses import (
     masked_log_softmax,
     negative_lane_kl,
     negative_lane_kl_sampled,
+    unlikelihood_loss,
     value_loss,
 )
 from aios_rl.contracts.errors import TrainingError
@@ -117,6 +118,17 @@ def ref_distill(logits, mask, target, weights):
             continue
         logp = ref_log_softmax_row(logits[b], mask[b])
         total += weights[b] * -logp[target[b]]
+        n += 1
+    return total / n if n else 0.0
+
+
+def ref_unlikelihood(logits, mask, target):
+    total, n = 0.0, 0
+    for b in range(len(logits)):
+        if target[b] < 0 or sum(mask[b]) < 2:
+            continue
+        p = math.exp(ref_log_softmax_row(logits[b], mask[b])[target[b]])
+        total += -math.log(1.0 - p)
         n += 1
     return total / n if n else 0.0
 
@@ -584,3 +596,53 @@ def test_sampled_negative_lane_kl_matches_loop_reference_and_pulls_back(seed):
     assert negative_lane_kl_sampled(torch.zeros(0), torch.zeros(0), torch.zeros(0)).item() == 0.0
     with pytest.raises(TrainingError):
         negative_lane_kl_sampled(ref, ref[:-1], behavior)
+
+
+# ---------------------------------------------------------------- unlikelihood
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_unlikelihood_loss_matches_loop_reference(seed):
+    g = torch.Generator().manual_seed(seed)
+    b, n = shape_for(seed)
+    logits = 2 * torch.randn(b, n, generator=g, dtype=F64)
+    mask = random_mask(g, b, n)
+    mask[1, 1:] = False  # a row with one candidate: it cannot be made less likely and does not count
+    mask[1, 0] = True
+    target = []
+    for row in mask.tolist():
+        choices = [i for i, m in enumerate(row) if m]
+        pick = int(torch.randint(0, len(choices) + 1, (1,), generator=g)) if choices else -1
+        target.append(choices[pick] if 0 <= pick < len(choices) else -1)
+    target[1] = 0
+    got = unlikelihood_loss(poison(logits, mask, math.inf), mask, torch.tensor(target))
+    assert got.item() == pytest.approx(ref_unlikelihood(logits.tolist(), mask.tolist(), target))
+
+
+def test_unlikelihood_pushes_a_certain_target_down_where_log_likelihood_ascent_cannot():
+    # pi(target) = 1 to float32 precision: the ascent's gradient 1 - pi vanishes, unlikelihood's is pi.
+    logits = torch.tensor([[40.0, 0.0, -1.0]], requires_grad=True)
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    logp, _ = masked_log_softmax(logits, mask)
+    (ascent,) = torch.autograd.grad(logp[0, 0], logits)
+    assert ascent.abs().max().item() < 1e-12
+    loss = unlikelihood_loss(logits, mask, torch.tensor([0]))
+    (grad,) = torch.autograd.grad(loss, logits)
+    assert loss.item() == pytest.approx(40.0 - math.log(1 + math.exp(-1.0)), rel=1e-5)
+    assert grad[0, 0].item() == pytest.approx(1.0) and grad[0, 1].item() < 0 and grad[0, 2].item() < 0
+
+
+def test_unlikelihood_gradcheck_zero_without_rows_and_errors():
+    g = torch.Generator().manual_seed(8)
+    logits = torch.randn(3, 4, generator=g, dtype=F64, requires_grad=True)
+    mask = torch.tensor([[True, True, False, True], [True, False, False, False], [False, True, True, False]])
+    target = torch.tensor([3, 0, 2])
+    assert torch.autograd.gradcheck(lambda x: unlikelihood_loss(x, mask, target), (logits,))
+    none = unlikelihood_loss(logits, mask, torch.tensor([-1, 0, -1]))  # row 1 has no other candidate
+    assert none.item() == 0.0 and none.requires_grad
+    with pytest.raises(TrainingError, match="masked-out candidate at rows \\[0\\]"):
+        unlikelihood_loss(logits, mask, torch.tensor([2, 0, 1]))
+    with pytest.raises(TrainingError, match="integer tensor"):
+        unlikelihood_loss(logits, mask, torch.tensor([1.0, 0.0, 1.0]))
+    with pytest.raises(TrainingError, match="mask shape"):
+        unlikelihood_loss(logits, mask[:, :2], target)

@@ -323,26 +323,8 @@ def distillation_loss(
     # here the teacher gives one reference action per state, so the target is one-hot.
     if logits.dim() != 2:
         raise TrainingError(f"distillation_loss expects logits of shape (B, N), got {tuple(logits.shape)}")
-    if tuple(target_index.shape) != (logits.shape[0],) or target_index.dtype.is_floating_point:
-        raise TrainingError(
-            f"distillation_loss: target_index must be an integer tensor of shape ({logits.shape[0]},), "
-            f"got dtype {target_index.dtype} shape {tuple(target_index.shape)}"
-        )
     logp, valid = masked_log_softmax(logits, mask)  # (B, N)
-    bad = (target_index < -1) | (target_index >= logits.shape[1])  # (B,)
-    if bool(bad.any()):
-        raise TrainingError(
-            f"distillation_loss: target_index must lie in [-1, {logits.shape[1]}), "
-            f"got {target_index[bad].tolist()} at rows {bad.nonzero().flatten().tolist()}"
-        )
-    has = target_index >= 0  # (B,)
-    idx = target_index.clamp_min(0).long().unsqueeze(1)  # (B, 1)
-    bad = has & ~valid.gather(1, idx).squeeze(1)  # (B,)
-    if bool(bad.any()):
-        raise TrainingError(
-            f"distillation_loss: target_index points at a masked-out candidate at rows "
-            f"{bad.nonzero().flatten().tolist()}; map a reference action that is not a candidate to -1"
-        )
+    has, idx = _target_rows("distillation_loss", logits, target_index, valid)
     w = torch.ones_like(logp[:, 0]) if weights is None else weights.detach().to(logp.dtype)  # (B,)
     if tuple(w.shape) != (logits.shape[0],) or bool((w < 0).any()):
         raise TrainingError(
@@ -351,6 +333,63 @@ def distillation_loss(
         )
     nll = -logp.gather(1, idx).squeeze(1)  # (B,)
     return torch.where(has, w * nll, 0.0).sum() / has.sum().clamp_min(1)
+
+
+def unlikelihood_loss(logits: Tensor, mask: Tensor, target_index: Tensor) -> Tensor:
+    """Unlikelihood of a target candidate: ``-log(1 - pi(target))`` averaged over the rows that have a target
+    and at least one other valid candidate (the only rows where the target can be made less likely).
+
+    Computed as ``logsumexp(valid logits) - logsumexp(valid logits but the target)``, so it stays well
+    conditioned when ``pi(target)`` is 1 to float precision: its gradient on the target's logit is
+    ``pi(target)``, where ascent on ``log pi(target)`` has ``1 - pi(target)``, which vanishes there.
+    Welleck et al. 2019, unlikelihood training (https://arxiv.org/abs/1908.04319).
+
+    Args:
+        logits: candidate scores, shape ``(B, N)``; carries the grad.
+        mask: real candidates, shape ``(B, N)``.
+        target_index: the candidate to make unlikely per row, shape ``(B,)``, integer; ``-1`` = none.
+
+    Returns:
+        The scalar loss (>= 0); 0 (attached to the graph) when no row counts.
+
+    Raises:
+        TrainingError: on mismatched shapes, a target outside ``[-1, N)`` or a masked-out target.
+    """
+    if logits.dim() != 2:
+        raise TrainingError(f"unlikelihood_loss expects logits of shape (B, N), got {tuple(logits.shape)}")
+    valid = _valid(mask, logits, "unlikelihood_loss", "logits")  # (B, N)
+    has, idx = _target_rows("unlikelihood_loss", logits, target_index, valid)
+    others = valid & ~torch.zeros_like(valid).scatter(1, idx, True)  # (B, N)
+    floor = torch.finfo(logits.dtype).min
+    everything = torch.logsumexp(logits.masked_fill(~valid, floor), dim=-1)  # (B,)
+    rest = torch.logsumexp(logits.masked_fill(~others, floor), dim=-1)  # (B,)
+    counts = has & others.any(-1)  # (B,)
+    return torch.where(counts, everything - rest, 0.0).sum() / counts.sum().clamp_min(1)
+
+
+def _target_rows(where: str, logits: Tensor, target_index: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
+    """``(has, idx)`` for a ``(B,)`` target index over ``(B, N)`` candidates: the rows with a target, and the
+    targets as a ``(B, 1)`` gather index (0 where none); raises on a bad dtype, shape or index."""
+    if tuple(target_index.shape) != (logits.shape[0],) or target_index.dtype.is_floating_point:
+        raise TrainingError(
+            f"{where}: target_index must be an integer tensor of shape ({logits.shape[0]},), "
+            f"got dtype {target_index.dtype} shape {tuple(target_index.shape)}"
+        )
+    bad = (target_index < -1) | (target_index >= logits.shape[1])  # (B,)
+    if bool(bad.any()):
+        raise TrainingError(
+            f"{where}: target_index must lie in [-1, {logits.shape[1]}), "
+            f"got {target_index[bad].tolist()} at rows {bad.nonzero().flatten().tolist()}"
+        )
+    has = target_index >= 0  # (B,)
+    idx = target_index.clamp_min(0).long().unsqueeze(1)  # (B, 1)
+    bad = has & ~valid.gather(1, idx).squeeze(1)  # (B,)
+    if bool(bad.any()):
+        raise TrainingError(
+            f"{where}: target_index points at a masked-out candidate at rows "
+            f"{bad.nonzero().flatten().tolist()}; map a reference action that is not a candidate to -1"
+        )
+    return has, idx
 
 
 def negative_lane_kl(logits: Tensor, ref_logits: Tensor, mask: Tensor) -> Tensor:

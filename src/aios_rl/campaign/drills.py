@@ -1,10 +1,13 @@
 """Drills that prove the safety net on real training (``aios-rl shell campaign --drill ...``).
 
 * ``bad-update``: the K-th update (``--drill-at K``, default the first) is deliberately harmful: instead of
-  learning from its batch it takes ``drill_steps`` gradient-*ascent* steps on the positive objective, i.e.
-  it makes the teacher's reference actions and the actions of positively rewarded steps as unlikely as
-  it can, at ``drill_lr_scale`` times the learning rate. Nothing else knows about the drill: the campaign
-  has to notice the regression through matched comparison against ``pre_update_ref`` and roll back.
+  learning from its batch it takes ``drill_steps`` unlikelihood steps (``-log(1 - pi(a))``) on the teacher's
+  reference actions and the actions of positively rewarded steps, making them as unlikely as it can, at
+  ``drill_lr_scale`` times the learning rate. Unlikelihood rather than gradient ascent on ``log pi(a)``:
+  the ascent's gradient is ``1 - pi(a)``, nothing at all when a strong warm start has made the action
+  certain, which is exactly the student the drill must be able to break. Nothing else knows about the
+  drill: the campaign has to notice the regression through matched comparison against ``pre_update_ref``
+  and roll back.
 * ``crash-after-update``: the process SIGKILLs itself right after the K-th update's pointer move
   (``update.completed`` committed), the worst moment for a resume: a new ``active`` whose monitoring has
   not started. ``--resume`` must pick the campaign up from the store.
@@ -18,7 +21,10 @@ import signal
 from collections.abc import Sequence
 from typing import Literal, NoReturn
 
+import torch
+
 from aios_rl.algos.batch import DistillBatch, trainable
+from aios_rl.algos.losses import unlikelihood_loss
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.contracts.errors import TrainingError
@@ -36,7 +42,7 @@ def harmful_update(
     steps: int,
     lr_scale: float,
 ) -> UpdateStats:
-    """Gradient ascent on the positive objective (the ``bad-update`` drill); see the module docstring.
+    """Unlikelihood steps on the good actions (the ``bad-update`` drill); see the module docstring.
 
     Raises:
         TrainingError: there is no state with a reference action or a positively rewarded action.
@@ -55,7 +61,11 @@ def harmful_update(
                     actions.append(step.action)
     if not actions:
         raise TrainingError("bad-update drill: no reference or positively rewarded action to ascend on")
-    log.warning("DRILL bad-update: %d gradient-ascent steps on %d good actions", steps, len(actions))
+    log.warning("DRILL bad-update: %d unlikelihood steps on %d good actions", steps, len(actions))
+    # Each action's index among its state's candidates (-1 where a writing student has none to rank).
+    target = torch.tensor(
+        [obs.candidates.index(a) if a in obs.candidates else -1 for obs, a in zip(observations, actions)]
+    )  # (N,)
     groups = trainer.optimizer.param_groups
     base = [group["lr"] for group in groups]
     stats = UpdateStats(extras={"drill_bad_update": 1.0})
@@ -63,8 +73,11 @@ def harmful_update(
         for group in groups:
             group["lr"] *= lr_scale
         for _ in range(steps):
-            logprobs = trainer.policy.evaluate(observations, environments, actions).logprobs  # (N,)
-            loss = logprobs.mean()  # minimising the log-likelihood of good actions = ascent on their loss
+            ev = trainer.policy.evaluate(observations, environments, actions)
+            if ev.candidate_mask.shape[1]:
+                loss = unlikelihood_loss(ev.candidate_logits, ev.candidate_mask, target)
+            else:  # a student that writes its answers: the same loss from the written action's probability
+                loss = -torch.log1p(-ev.logprobs.exp().clamp(max=1 - 1e-6)).mean()
             trainer.step(loss, stats)
     finally:  # the optimiser state is checkpointed: keep the configured learning rate in it
         for group, lr in zip(groups, base, strict=True):

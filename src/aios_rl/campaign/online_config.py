@@ -50,7 +50,7 @@ class CampaignConfig(ConfigModel):
     )
     drill: Drill = Field(default="none", description="none | bad-update | crash-after-update.")
     drill_at: int = Field(default=1, ge=1, description="The update the drill acts on (1 = the first).")
-    drill_steps: int = Field(default=20, ge=1, description="bad-update: gradient-ascent steps.")
+    drill_steps: int = Field(default=20, ge=1, description="bad-update: unlikelihood steps.")
     drill_lr_scale: float = Field(default=10.0, gt=0, description="bad-update: learning-rate multiplier.")
     compare: CompareConfig = Field(default_factory=CompareConfig, description="Matched comparison settings.")
     control: ControlConfig = Field(
