@@ -161,6 +161,17 @@ def poison(x, mask, value=float("nan")):
     return x.masked_fill(~mask, value)
 
 
+def random_targets(g, mask, draws):
+    """A valid candidate index per row, or -1: a row draws from ``range(draws(valid candidates))`` and
+    indices past its candidates (and rows without any) get -1."""
+    target = []
+    for row in mask.tolist():
+        choices = [i for i, m in enumerate(row) if m]
+        pick = int(torch.randint(0, draws(len(choices)), (1,), generator=g)) if choices else -1
+        target.append(choices[pick] if 0 <= pick < len(choices) else -1)
+    return target
+
+
 def shape_for(seed):
     return 2 + seed, 3 + 2 * seed
 
@@ -455,11 +466,7 @@ def test_distillation_loss_matches_loop_reference(seed):
     b, n = shape_for(seed)
     logits = 2 * torch.randn(b, n, generator=g, dtype=F64)
     mask = random_mask(g, b, n)
-    target = []
-    for row in mask.tolist():  # a valid candidate, or -1 for rows without one and for ~1/3 of the rest
-        choices = [i for i, m in enumerate(row) if m]
-        pick = int(torch.randint(0, 3 * len(choices) // 2 + 1, (1,), generator=g)) if choices else -1
-        target.append(choices[pick] if 0 <= pick < len(choices) else -1)
+    target = random_targets(g, mask, lambda valid: 3 * valid // 2 + 1)  # -1 for ~1/3 of the rows
     weights = torch.rand(b, generator=g, dtype=F64)
     targets = torch.tensor(target)
     got = distillation_loss(poison(logits, mask, -math.inf), mask, targets, weights)
@@ -609,11 +616,7 @@ def test_unlikelihood_loss_matches_loop_reference(seed):
     mask = random_mask(g, b, n)
     mask[1, 1:] = False  # a row with one candidate: it cannot be made less likely and does not count
     mask[1, 0] = True
-    target = []
-    for row in mask.tolist():
-        choices = [i for i, m in enumerate(row) if m]
-        pick = int(torch.randint(0, len(choices) + 1, (1,), generator=g)) if choices else -1
-        target.append(choices[pick] if 0 <= pick < len(choices) else -1)
+    target = random_targets(g, mask, lambda valid: valid + 1)
     target[1] = 0
     got = unlikelihood_loss(poison(logits, mask, math.inf), mask, torch.tensor(target))
     assert got.item() == pytest.approx(ref_unlikelihood(logits.tolist(), mask.tolist(), target))
