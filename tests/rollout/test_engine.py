@@ -24,8 +24,9 @@ from aios_rl.rollout.allocators import AllocatorConfig, RolloutBudget, make_allo
 from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.engine import RolloutEngine
 from aios_rl.rollout.rail import RailConfig
-from aios_rl.rollout.rail_features import CONTEXT_DIM, reward_variance
+from aios_rl.rollout.rail_features import CONTEXT_DIM, realized_gain, reward_variance
 from aios_rl.rollout.runner import finalize, run_group
+from aios_rl.storage.rail_traces import RailTraceStore
 
 LENGTH = 4
 MOVES = ["good", "bad", "idle"]
@@ -215,6 +216,26 @@ def test_realized_gains_are_the_variance_change_the_branches_made() -> None:
             reward_variance(rewards[:b]) - reward_variance(rewards[:a]) for a, b in zip(cuts, cuts[1:])
         ]
         assert group.gains == pytest.approx(expected)
+
+
+def test_stored_traces_keep_the_rewards_behind_each_gain(tmp_path) -> None:
+    counts = Counts()
+    engine = live_engine(counts)
+    store = RailTraceStore(tmp_path / "control.db")
+    engine.allocator.store = store
+    batch = engine.collect(ToyPolicy(counts), tasks(3), RolloutBudget(24), seed=5, policy_version="v0")
+    traces = store.all()
+    assert len(traces) == engine.allocator.controller.n_traces >= 3
+    by_id = {e.episode_id: e for g in batch.groups for e in g.episodes}
+    for trace in traces:
+        assert trace.y == pytest.approx(realized_gain(trace.base_rewards, trace.branch_rewards))
+        (group,) = [g for g in batch.groups if g.group_id == trace.group_id]
+        rewards = [e.reward for e in group.episodes]
+        n, m = len(trace.base_rewards), len(trace.branch_rewards)
+        assert list(trace.base_rewards) == rewards[:n] and list(trace.branch_rewards) == rewards[n : n + m]
+        parent = by_id[group.episodes[n].branch_of.episode_id]
+        assert trace.parent_reward == parent.reward and group.episodes[n].branch_of.step == trace.step
+    store.close()
 
 
 def test_groups_train_together_and_dapo_replaces_zero_variance_groups() -> None:

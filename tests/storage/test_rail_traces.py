@@ -12,6 +12,14 @@ from aios_rl.contracts.errors import ContractError
 from aios_rl.storage.db import RunStore
 from aios_rl.storage.rail_traces import RailTrace, RailTraceStore
 
+# The table as the first release created it, before the reward columns.
+_FIRST_SCHEMA = """
+CREATE TABLE rail_traces (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, created_at TEXT NOT NULL, task_id TEXT NOT NULL,
+    group_id TEXT NOT NULL, step INTEGER NOT NULL, mode TEXT NOT NULL, arm TEXT NOT NULL, y REAL NOT NULL,
+    z TEXT NOT NULL, hidden BLOB NOT NULL
+)
+"""
 
 
 def make_trace(i: int, hidden_size: int = 64) -> RailTrace:
@@ -25,6 +33,9 @@ def make_trace(i: int, hidden_size: int = 64) -> RailTrace:
         group_id=f"group-{i}",
         step=i,
         mode="live" if i % 2 else "shadow",
+        base_rewards=tuple(float(v) for v in rng.normal(size=i % 5)),
+        branch_rewards=tuple(float(v) for v in rng.normal(size=1 + i % 3)),
+        parent_reward=None if i % 4 == 0 else float(rng.normal()),
     )
 
 
@@ -38,6 +49,26 @@ def test_round_trip_is_exact_and_ordered(tmp_path):
     with RailTraceStore(path) as reopened:  # persisted, table not re-created
         assert reopened.all() == traces
         assert reopened.all()[-1].hidden == ()
+
+
+def test_a_table_from_before_the_reward_columns_is_upgraded_and_its_rows_read_back_empty(tmp_path):
+    path = tmp_path / "control.db"
+    conn = sqlite3.connect(path)
+    conn.execute(_FIRST_SCHEMA)
+    conn.execute(
+        "INSERT INTO rail_traces (created_at, task_id, group_id, step, mode, arm, y, z, hidden)"
+        " VALUES ('2026-01-01T00:00:00+00:00', 't', 'g', 2, 'shadow', 'm1-hot', 0.25, ?, x'')",
+        ("[" + ", ".join(["0.5"] * 26) + "]",),
+    )
+    conn.commit()
+    conn.close()
+    new = make_trace(3)
+    with RailTraceStore(path) as store:
+        store.append(new)
+        old, again = store.all()
+    assert (old.y, old.step, old.z) == (0.25, 2, (0.5,) * 26)
+    assert (old.base_rewards, old.branch_rewards, old.parent_reward) == ((), (), None)
+    assert again == new and new.branch_rewards and new.parent_reward is not None
 
 
 def test_table_lives_in_control_db_next_to_the_run_store(tmp_path):
@@ -78,7 +109,10 @@ def test_each_append_commits_on_its_own(tmp_path):
 
 @pytest.mark.parametrize(
     "bad",
-    [dict(y=math.nan), dict(z=(0.0, math.inf)), dict(mode="paused"), dict(arm=""), dict(step=-1)],
+    [
+        dict(y=math.nan), dict(z=(0.0, math.inf)), dict(mode="paused"), dict(arm=""), dict(step=-1),
+        dict(base_rewards=(0.0, math.nan)), dict(branch_rewards=(math.inf,)), dict(parent_reward=-math.inf),
+    ],
 )
 def test_invalid_traces_are_rejected_before_storage(bad):
     base = dict(z=(0.0,) * 26, arm="m1-default", y=0.1)

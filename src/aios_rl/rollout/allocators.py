@@ -101,6 +101,7 @@ class Anchor:
     task_id: str
     step: int
     inputs: ContextInputs
+    parent_reward: float | None = None  # the reward of the finished episode this step belongs to
 
 
 @dataclass(frozen=True)
@@ -452,8 +453,12 @@ class RailAllocator(Allocator):
     ) -> float:
         y = realized_gain(base_rewards, branch_rewards)
         anchor, z, mode = self._pending.pop(plan.plan_id)
-        trace = RailTrace(z=z, arm=plan.arm, y=y, hidden=anchor.inputs.hidden, task_id=anchor.task_id,
-                          group_id=anchor.group_id, step=anchor.step, mode=mode)  # type: ignore[arg-type]
+        trace = RailTrace(
+            z=z, arm=plan.arm, y=y, hidden=anchor.inputs.hidden, task_id=anchor.task_id,
+            group_id=anchor.group_id, step=anchor.step, mode=mode,  # type: ignore[arg-type]
+            base_rewards=tuple(float(r) for r in base_rewards),
+            branch_rewards=tuple(float(r) for r in branch_rewards), parent_reward=anchor.parent_reward,
+        )
         self.controller.observe(trace)
         if self.store is not None:
             self.store.append(trace)

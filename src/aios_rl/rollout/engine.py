@@ -281,7 +281,7 @@ class _Group:
             hidden=rollout.hidden[k],
             max_entropy=math.log(candidates) if candidates > 1 else 1.0,  # log(action-space size)
         )
-        return Anchor(self.group_id, self.task.task_id, k, inputs)
+        return Anchor(self.group_id, self.task.task_id, k, inputs, rollout.episode.reward)
 
     def outcome(self) -> GroupOutcome:
         return GroupOutcome(

@@ -6,6 +6,11 @@ about a quarter of JSON's size for a 4096-wide model, so the projection can be c
 it happened. The table is created with ``CREATE TABLE IF NOT EXISTS`` outside the run store's numbered
 migrations, so it never moves the run's ``user_version``; WAL mode plus ``BEGIN IMMEDIATE`` and a busy
 timeout let this writer share the file with the control plane's, one short transaction per append.
+
+The rewards behind y are stored too: the group's rewards before the intervention, the branches' rewards
+and the rewards of the episode branched from. Another gain definition (outcomes instead of rewards, say)
+can then be scored on old traces without re-running rollouts. A table written before these columns
+existed gets them with ``ALTER TABLE ... ADD COLUMN`` when it is opened; its old rows read back empty.
 """
 
 from __future__ import annotations
@@ -26,7 +31,14 @@ from aios_rl.contracts.errors import ContractError, StorageError
 __all__ = ["RailTrace", "RailTraceStore"]
 
 Mode = Literal["shadow", "live"]
-_COLUMNS = "created_at, task_id, group_id, step, mode, arm, y, z, hidden"
+_COLUMNS = (
+    "created_at, task_id, group_id, step, mode, arm, y, z, hidden, base_rewards, branch_rewards, parent_reward"
+)
+_ADDED_COLUMNS = {  # columns added after the first release of the table, with their definitions
+    "base_rewards": "TEXT NOT NULL DEFAULT '[]'",
+    "branch_rewards": "TEXT NOT NULL DEFAULT '[]'",
+    "parent_reward": "REAL",
+}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rail_traces (
@@ -39,7 +51,10 @@ CREATE TABLE IF NOT EXISTS rail_traces (
     arm TEXT NOT NULL,
     y REAL NOT NULL,
     z TEXT NOT NULL,
-    hidden BLOB NOT NULL
+    hidden BLOB NOT NULL,
+    base_rewards TEXT NOT NULL DEFAULT '[]',
+    branch_rewards TEXT NOT NULL DEFAULT '[]',
+    parent_reward REAL
 )
 """
 
@@ -56,6 +71,9 @@ class RailTrace:
         task_id / group_id / step: the task, its rollout group, and the trajectory step branched at.
         mode: the controller mode that made the decision.
         created_at: ISO-8601 UTC time.
+        base_rewards: the group's rewards before the intervention (y's I(base)); may be empty.
+        branch_rewards: the rewards of the intervention's branches; may be empty.
+        parent_reward: the reward of the episode branched from, None when not recorded.
     """
 
     z: tuple[float, ...]
@@ -67,11 +85,16 @@ class RailTrace:
     step: int = 0
     mode: Mode = "shadow"
     created_at: str = field(default_factory=utc_now)
+    base_rewards: tuple[float, ...] = ()
+    branch_rewards: tuple[float, ...] = ()
+    parent_reward: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
-        if not all(math.isfinite(v) for v in (*self.z, self.y, *self.hidden)):
-            problems.append("z, y and hidden must be finite")
+        rewards = (*self.base_rewards, *self.branch_rewards, *(() if self.parent_reward is None else
+                                                              (self.parent_reward,)))
+        if not all(math.isfinite(v) for v in (*self.z, self.y, *self.hidden, *rewards)):
+            problems.append("z, y, hidden and the rewards must be finite")
         if self.mode not in ("shadow", "live"):
             problems.append(f"mode: {self.mode!r}, expected 'shadow' or 'live'")
         if not self.arm:
@@ -100,6 +123,10 @@ class RailTraceStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(_SCHEMA)
+            present = {row[1] for row in self._conn.execute("PRAGMA table_info(rail_traces)")}
+            for name, definition in _ADDED_COLUMNS.items():
+                if name not in present:
+                    self._conn.execute(f"ALTER TABLE rail_traces ADD COLUMN {name} {definition}")
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StorageError(f"{self.path}: cannot open the RAIL trace table: {exc}") from None
 
@@ -109,13 +136,16 @@ class RailTraceStore:
             trace.created_at, trace.task_id, trace.group_id, trace.step, trace.mode, trace.arm,
             float(trace.y),
             json.dumps([float(v) for v in trace.z]), np.asarray(trace.hidden, dtype="<f8").tobytes(),
+            json.dumps([float(v) for v in trace.base_rewards]),
+            json.dumps([float(v) for v in trace.branch_rewards]),
+            None if trace.parent_reward is None else float(trace.parent_reward),
         )
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
                     cur = self._conn.execute(
-                        f"INSERT INTO rail_traces ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        f"INSERT INTO rail_traces ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         row,
                     )
                 except BaseException:
@@ -143,8 +173,11 @@ class RailTraceStore:
                 step=int(step),
                 mode=mode,
                 created_at=str(created_at),
+                base_rewards=tuple(float(v) for v in json.loads(base)),
+                branch_rewards=tuple(float(v) for v in json.loads(branches)),
+                parent_reward=None if parent is None else float(parent),
             )
-            for created_at, task_id, group_id, step, mode, arm, y, z, hidden in rows
+            for created_at, task_id, group_id, step, mode, arm, y, z, hidden, base, branches, parent in rows
         ]
 
     def count(self) -> int:
