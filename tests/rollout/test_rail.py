@@ -295,6 +295,35 @@ def test_recency_weighting_tracks_a_regime_change_faster():
     assert abs(preds[0.95] - (-0.04)) < abs(preds[1.0] - (-0.04))
 
 
+def skewed_noise_traces(rng: np.random.Generator, n: int) -> list[RailTrace]:
+    """Gains unrelated to z and skewed like the shell benchmark's: 3 in 4 a small loss, 1 in 4 a larger
+    win, mean about 0. Contexts: 11 scalars in [0, 1] and an L2-normalized 15-dim projection."""
+    arms = [a.name for a in build_arms(RailConfig().arm_budgets, RailConfig().regimes) if not a.is_null]
+    out = []
+    for i in range(n):
+        proj = rng.normal(size=CONTEXT_DIM - 11)
+        z = np.concatenate([rng.uniform(0, 1, size=11), proj / np.linalg.norm(proj)])
+        y = -abs(rng.normal(0.03, 0.01)) if rng.random() < 0.75 else abs(rng.normal(0.09, 0.05))
+        out.append(trace(z, arms[i % len(arms)], y, group=f"g{i}"))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_default_penalty_does_not_fit_noise_the_way_a_weak_one_does(seed):
+    # 270 weights, 200 traces whose gains z cannot predict: scored prequentially by the controller.
+    traces = skewed_noise_traces(np.random.default_rng(seed), 200)
+    zero_mae = float(np.mean([abs(t.y) for t in traces[16:]]))  # errors are scored from the first fit on
+    mae = {}
+    for l2 in (RailConfig().l2, 0.1):
+        ctl = RailController(RailConfig(l2=l2, promotion_min_traces=10_000))
+        for t in traces:
+            ctl.observe(t)
+        mae[l2] = ctl.diagnostics()["rail/mae_online"]
+    assert RailConfig().l2 == 10.0
+    assert mae[10.0] < 1.05 * zero_mae  # no worse than predicting no gain (seeds 0-5: 0.87-1.00)
+    assert mae[0.1] > 1.15 * zero_mae  # the old default chased the noise (1.17-1.37)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_sign_agreement_matches_loop(seed):
     rng = random.Random(seed)
