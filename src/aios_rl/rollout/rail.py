@@ -26,10 +26,11 @@ The defaults below are our guesses, sized for gains of 0/1-reward groups (|y| <=
 
 The L2 penalty α is large (10) because Δ̂ has (1 + K)(D + 1) = 270 weights for the default 9 arms and is
 fit on the few dozen to few hundred traces a run collects, whose recency weights sum to at most
-1/(1 − λ) = 100. Replayed prequentially (``benchmarks/rail_replay.py``) on 119 shadow traces of the shell
-benchmark, α = 0.1 overfit: its sign agreement with the realized gain was 0.45 and its MAE 0.060, worse
-than predicting 0 (0.033); α = 10 gave 0.72 and 0.031. On those traces 75 % of the gains were negative,
-so no α beat always predicting a loss (0.77): z said little about the sign of the next gain.
+1/(1 − λ) = 100. Replayed prequentially (``benchmarks/rail_replay.py``) on the 131 shadow traces of one
+seed of the shell rollout benchmark, α = 0.1 overfit: its sign agreement with the realized gain was 0.47
+and its MAE 0.058, worse than predicting 0 (0.032); α = 10 gave 0.72 and 0.030. On those traces 76 % of
+the gains were negative, so no α beat always predicting a loss (0.77): z said little about the sign of
+the next gain.
 """
 
 from __future__ import annotations
