@@ -358,6 +358,28 @@ def test_promotion_fires_exactly_when_sign_agreement_first_passes_the_threshold(
     assert ctl.diagnostics()["rail/promoted_at"] == 77.0
 
 
+def test_a_promotion_margin_demands_beating_the_majority_sign():
+    # Δ̂ = +0.4 everywhere; 26 of the 32 signed gains in the window are positive (base rate 0.8125) and the
+    # model agrees on exactly those, so agreement = base rate = 0.8125 >= the 0.7 threshold.
+    gains = [0.1] * 26 + [-0.1] * 6
+    for margin, promoted in ((None, True), (0.0, True), (0.01, False)):
+        ctl = RailController(RailConfig(refit_every=10**6, promotion_window=32, promotion_min_traces=0,
+                                        promotion_margin=margin))
+        ctl.model.load_state_dict({"theta": shared_theta(ctl, np.r_[1.0, np.zeros(25), -0.5]).tolist()})
+        for y in gains:  # the window fills, and promotion is tested, at the 32nd trace
+            ctl.observe(trace(zvec(0.9), y=y))
+        d = ctl.diagnostics()
+        assert d["rail/sign_agreement"] == d["rail/sign_base_rate"] == 26 / 32
+        assert (ctl.mode == "live") is promoted, margin
+    # a model that only ever predicts the minority sign sits below the base rate
+    ctl = RailController(RailConfig(refit_every=10**6, promotion_window=4, promotion_min_traces=10**6))
+    ctl.model.load_state_dict({"theta": shared_theta(ctl, np.r_[1.0, np.zeros(25), -0.5]).tolist()})
+    for y in (-0.1, -0.1, -0.1, 0.2, 0.0):
+        ctl.observe(trace(zvec(0.9), y=y))
+    d = ctl.diagnostics()
+    assert (d["rail/sign_agreement"], d["rail/sign_base_rate"]) == (0.25, 0.75)
+
+
 def test_promotion_waits_for_the_minimum_trace_count():
     ctl = RailController(RailConfig(refit_every=10**6, promotion_window=8, promotion_min_traces=20))
     ctl.model.load_state_dict({"theta": shared_theta(ctl, np.r_[1.0, np.zeros(25), -0.5]).tolist()})

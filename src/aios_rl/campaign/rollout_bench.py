@@ -52,6 +52,7 @@ RAIL_KEYS = (
     "rail/mae_frozen",
     "rail/sign_agreement",
     "rail/sign_agreement_frozen",
+    "rail/sign_base_rate",
     "rail/live_decisions",
 )
 
@@ -362,13 +363,13 @@ def format_table(summaries: list[MethodSummary], config: BenchConfig) -> list[st
             lines.append(f"  MAE online {online:.4f} vs frozen-at-promotion {frozen:.4f}{gain}")
             lines.append(
                 f"  sign agreement online {r.get('rail/sign_agreement', float('nan')):.3f} vs frozen "
-                f"{r.get('rail/sign_agreement_frozen', float('nan')):.3f}"
+                f"{r.get('rail/sign_agreement_frozen', float('nan')):.3f}" + _base_rate(r)
             )
         else:
             lines.append(
                 "  never promoted to live: no frozen copy to compare against"
                 + (
-                    f"; shadow sign agreement {r['rail/sign_agreement']:.3f}"
+                    f"; shadow sign agreement {r['rail/sign_agreement']:.3f}" + _base_rate(r)
                     if "rail/sign_agreement" in r
                     else ""
                 )
@@ -379,3 +380,8 @@ def format_table(summaries: list[MethodSummary], config: BenchConfig) -> list[st
         if shares:
             lines.append("  live decisions per arm: " + ", ".join(f"{a} {v:.0%}" for a, v in shares.items()))
     return lines
+
+
+def _base_rate(diagnostics: dict[str, float]) -> str:
+    rate = diagnostics.get("rail/sign_base_rate")
+    return "" if rate is None else f" (always the majority sign: {rate:.3f})"

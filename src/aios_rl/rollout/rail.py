@@ -14,7 +14,9 @@ Lifecycle of :class:`RailController`:
 * **promotion**: before each trace is learned from, the current Δ̂ predicts it (prequential). Promotion
   fires on the first trace after which (a) the last ``promotion_window`` predictions with |y| > sign_eps
   agree in sign with y at a rate >= ``promotion_threshold``, and (b) at least ``promotion_min_traces``
-  traces were seen. A frozen copy of Δ̂ is kept from then on. It is never refit, and its MAE and sign
+  traces were seen, and (c) when ``promotion_margin`` is set, that agreement beats the base rate (the
+  agreement of always predicting the window's majority sign) by at least the margin. A frozen copy of Δ̂
+  is kept from then on. It is never refit, and its MAE and sign
   agreement against the online model show whether co-evolution pays (the paper reports >40% lower MAE
   online).
 * **live**: with probability ε a uniformly random feasible branching arm is taken (ε floor). Otherwise
@@ -81,6 +83,9 @@ class RailConfig(ConfigModel):
     promotion_window: int = Field(default=32, ge=1, description="Signed traces in the sign test.")
     promotion_threshold: float = Field(default=0.7, gt=0, le=1, description="Sign agreement to go live.")
     promotion_min_traces: int = Field(default=64, ge=0, description="Traces needed before promotion.")
+    promotion_margin: float | None = Field(
+        default=None, description="If set, the sign agreement must beat the majority sign's by this much."
+    )
     sign_eps: float = Field(default=1e-6, ge=0, description="Gains with |y| <= this carry no sign.")
     cost_per_rollout: float = Field(default=0.002, ge=0, description="λ_cost in Δ̂ − λ_cost·m (guess).")
     gate_eta: float = Field(default=0.0, description="η: branch only if the best utility exceeds this.")
@@ -244,6 +249,7 @@ class RailController:
         self._entropies: deque[float] = deque(maxlen=c.entropy_window)
         self._sign: deque[bool] = deque(maxlen=c.promotion_window)
         self._sign_frozen: deque[bool] = deque(maxlen=c.promotion_window)
+        self._positive: deque[bool] = deque(maxlen=c.promotion_window)  # y > 0 for the traces in _sign
         self._errors: deque[tuple[float, float | None]] = deque(maxlen=c.diag_window)
         self._stopped: dict[str, None] = {}  # insertion-ordered set of groups done branching
         self._counts = {"decisions": 0, "explored": 0, "gate_rejects": 0, "cycle": 0}
@@ -318,6 +324,7 @@ class RailController:
             self._errors.append((abs(pred - y), None if frozen is None else abs(frozen - y)))
             if abs(y) > c.sign_eps:
                 self._sign.append(bool(np.sign(pred) == np.sign(y)))
+                self._positive.append(y > 0)
                 if frozen is not None:
                     self._sign_frozen.append(bool(np.sign(frozen) == np.sign(y)))
         self._buffer.append(_Sample(tuple(float(v) for v in z), arm.name, y))
@@ -331,11 +338,19 @@ class RailController:
 
     def _promotable(self) -> bool:
         c = self.config
-        return (
-            len(self._sign) == c.promotion_window
-            and sum(self._sign) / len(self._sign) >= c.promotion_threshold
-            and self.n_traces >= c.promotion_min_traces
-        )
+        if len(self._sign) < c.promotion_window or self.n_traces < c.promotion_min_traces:
+            return False
+        agreement = sum(self._sign) / len(self._sign)
+        margin_ok = c.promotion_margin is None or agreement >= self._base_rate() + c.promotion_margin
+        return agreement >= c.promotion_threshold and margin_ok
+
+    def _base_rate(self) -> float:
+        """Sign agreement of always predicting the majority sign of the window's signed gains (1 when the
+        window is empty, as after loading a state saved before the signs were kept: nothing beats it)."""
+        if not self._positive:
+            return 1.0
+        share = sum(self._positive) / len(self._positive)
+        return max(share, 1.0 - share)
 
     def _promote(self) -> None:
         self.mode, self.promoted_at = "live", self.n_traces
@@ -374,6 +389,8 @@ class RailController:
             out["rail/promoted_at"] = float(self.promoted_at)
         if self._sign:
             out["rail/sign_agreement"] = sum(self._sign) / len(self._sign)
+        if self._positive:
+            out["rail/sign_base_rate"] = self._base_rate()
         if self._sign_frozen:
             out["rail/sign_agreement_frozen"] = sum(self._sign_frozen) / len(self._sign_frozen)
         if self._errors:
@@ -396,6 +413,7 @@ class RailController:
             "entropies": list(self._entropies),
             "sign": list(self._sign),
             "sign_frozen": list(self._sign_frozen),
+            "positive": list(self._positive),
             "errors": [list(e) for e in self._errors],
             "stopped": list(self._stopped),
             "counts": dict(self._counts),
@@ -417,10 +435,10 @@ class RailController:
         self._rng.bit_generator.state = state["rng"]
         self._buffer.clear()
         self._buffer.extend(_Sample(tuple(z), arm, float(y)) for z, arm, y in state["buffer"])
-        for name in ("entropies", "sign", "sign_frozen"):
+        for name in ("entropies", "sign", "sign_frozen", "positive"):
             target = getattr(self, f"_{name}")
             target.clear()
-            target.extend(state[name])
+            target.extend(state.get(name, []))  # "positive" is absent from states saved before it existed
         self._errors.clear()
         self._errors.extend((float(e), f) for e, f in state["errors"])
         self._stopped = dict.fromkeys(state["stopped"])
