@@ -15,7 +15,9 @@ control.db files of RAIL runs).
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +40,7 @@ def load(paths: Sequence[Path]) -> list[list[RailTrace]]:
     files = sorted({f for p in paths for f in ([p] if p.is_file() else p.rglob("control.db"))})
     runs = []
     for file in files:
-        with RailTraceStore(file) as store:
+        with RailTraceStore(file, read_only=True) as store:
             traces = store.all()
         if traces:
             runs.append(traces)
@@ -60,19 +62,15 @@ def gains(traces: Sequence[RailTrace], kind: str, threshold: float) -> np.ndarra
 def prequential(traces: Sequence[RailTrace], y: np.ndarray, config: RailConfig) -> np.ndarray:
     """Δ̂ of each trace from the model fitted on the traces before it; NaN before the first fit."""
     model = GainModel.from_config(config, build_arms(config.arm_budgets, config.regimes))
-    samples, preds = [], np.full(len(traces), np.nan)
+    seen: list[RailTrace] = []
+    preds = np.full(len(traces), np.nan)
     for i, (trace, target) in enumerate(zip(traces, y, strict=True)):
         if model.fitted:
             preds[i] = model.predict(np.asarray(trace.z), trace.arm)
-        samples.append(_Sample(trace.z, trace.arm, float(target)))
-        if len(samples) % config.refit_every == 0 and len(samples) >= config.min_fit_traces:
-            model.fit(samples)
+        seen.append(replace(trace, y=float(target)))
+        if len(seen) % config.refit_every == 0 and len(seen) >= config.min_fit_traces:
+            model.fit(seen)
     return preds
-
-
-class _Sample:
-    def __init__(self, z: Sequence[float], arm: str, y: float) -> None:
-        self.z, self.arm, self.y = z, arm, y
 
 
 def report(runs: list[list[RailTrace]], kind: str, threshold: float, eps: float) -> None:
@@ -83,10 +81,12 @@ def report(runs: list[list[RailTrace]], kind: str, threshold: float, eps: float)
           f"y > 0: {np.mean(y_all > eps):.2f}, y < 0: {np.mean(y_all < -eps):.2f}, "
           f"y = 0: {np.mean(~signed):.2f}; mean y {y_all.mean():+.4f}")
     z = np.asarray([t.z for run in runs for t in run])
-    corr = sorted(
-        (abs(c), c, name) for name, col in zip(CONTEXT_NAMES, z.T, strict=True)
-        if col.std() > 0 and (c := float(np.corrcoef(col, y_all)[0, 1])) == c
-    )[::-1]
+    corr = []
+    for name, col in zip(CONTEXT_NAMES, z.T, strict=True):
+        c = float(np.corrcoef(col, y_all)[0, 1]) if col.std() > 0 else math.nan
+        if math.isfinite(c):
+            corr.append((abs(c), c, name))
+    corr.sort(reverse=True)
     print("strongest correlations with y: " + ", ".join(f"{n} {c:+.2f}" for _, c, n in corr[:5]))
     print(f"{'model':<18}{'scored':>8}{'sign agree':>12}{'best const':>12}{'MAE':>9}{'MAE 0':>9}"
           f"{'MAE mean':>10}")
@@ -97,7 +97,9 @@ def report(runs: list[list[RailTrace]], kind: str, threshold: float, eps: float)
             p = prequential(traces, y, config)
             mean = np.concatenate([[0.0], np.cumsum(y)[:-1] / np.arange(1, len(y))])  # mean of earlier ys
             keep = ~np.isnan(p)
-            preds.append(p[keep]), truth.append(y[keep]), running.append(mean[keep])
+            preds.append(p[keep])
+            truth.append(y[keep])
+            running.append(mean[keep])
         p, t, m = map(np.concatenate, (preds, truth, running))
         s = np.abs(t) > eps
         agree = float(np.mean(np.sign(p[s]) == np.sign(t[s]))) if s.any() else float("nan")

@@ -75,3 +75,28 @@ def test_a_run_stored_before_self_imitation_resumes_without_it(tmp_path: Path) -
     asked_for = config.model_copy(update={"trainer": TrainerConfig(self_imitation_coef=0.5)})
     with pytest.raises(ConfigError, match="different configuration"):
         ShellTraining(tmp_path / "old", tasks, asked_for)
+
+
+def test_a_run_stored_with_an_old_default_resumes_with_it(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none", allocator="rail")
+    ShellTraining(tmp_path / "old", tasks, config).close()
+    from aios_rl.control.plane import ControlPlane
+
+    plane = ControlPlane(tmp_path / "old")
+    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
+    assert stored["allocation"]["rail"]["l2"] == 10.0
+    stored["allocation"]["rail"]["l2"] = 0.1  # as a run stored before the RAIL penalty's default changed
+    plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
+    plane.close()
+
+    resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))  # same command
+    assert resumed.config.allocation.rail.l2 == 0.1
+    assert resumed.collector.allocator.controller.config.l2 == 0.1
+    resumed.close()
+    rail = config.allocation.rail.model_copy(update={"l2": 3.0})
+    asked_for = config.model_copy(update={"allocation": config.allocation.model_copy(update={"rail": rail})})
+    with pytest.raises(ConfigError, match="different configuration"):
+        ShellTraining(tmp_path / "old", tasks, asked_for)
+

@@ -577,10 +577,31 @@ def test_state_dict_round_trip_resumes_identically():
         RailController(small_config(epsilon=0.3)).load_state_dict(state)
 
 
+def test_a_state_saved_before_the_base_rate_and_margin_existed_still_loads():
+    a = RailController(small_config())
+    run_controller(a, np.random.default_rng(4), 300)
+    state = json.loads(json.dumps(a.state_dict()))
+    del state["config"]["promotion_margin"], state["positive"]  # what the previous version saved
+    b = RailController(small_config())
+    b.load_state_dict(state)
+    assert b.n_traces == a.n_traces and b.mode == a.mode
+    assert "rail/sign_base_rate" not in b.diagnostics()  # the signs must refill the window first
+    assert b.diagnostics()["rail/sign_agreement"] == a.diagnostics()["rail/sign_agreement"]
+    rng = np.random.default_rng(9)
+    while len(b._positive) < b.config.promotion_window:
+        run_controller(b, rng, 1)
+    assert b.diagnostics()["rail/sign_base_rate"] >= 0.5
+    margin = RailController(small_config(promotion_margin=0.1))
+    with pytest.raises(ConfigError, match="promotion_margin"):
+        margin.load_state_dict(state)  # a saved config without it is read with the default, None
+
+
 # ---------------------------------------------------------------- config
 
 
 def test_config_rejects_bad_arm_sets_and_unknown_keys():
+    with pytest.raises(ConfigError, match="promotion_margin"):
+        load_config(RailConfig, overrides={"promotion_margin": -0.1})
     with pytest.raises(ConfigError, match="arm_budgets"):
         RailConfig(arm_budgets=(1, 1))
     with pytest.raises(ConfigError, match="regimes"):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
-from aios_rl.contracts.errors import ContractError
+from aios_rl.contracts.errors import ContractError, StorageError
 from aios_rl.storage.db import RunStore
 from aios_rl.storage.rail_traces import RailTrace, RailTraceStore
 
@@ -69,6 +70,54 @@ def test_a_table_from_before_the_reward_columns_is_upgraded_and_its_rows_read_ba
     assert (old.y, old.step, old.z) == (0.25, 2, (0.5,) * 26)
     assert (old.base_rewards, old.branch_rewards, old.parent_reward) == ((), (), None)
     assert again == new and new.branch_rewards and new.parent_reward is not None
+
+
+def old_table(path, rows: int = 1) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute(_FIRST_SCHEMA)
+    for i in range(rows):
+        conn.execute(
+            "INSERT INTO rail_traces (created_at, task_id, group_id, step, mode, arm, y, z, hidden)"
+            " VALUES ('2026-01-01T00:00:00+00:00', 't', 'g', ?, 'shadow', 'm1-hot', 0.25, ?, x'')",
+            (i, "[" + ", ".join(["0.5"] * 26) + "]"),
+        )
+    conn.commit()
+    conn.close()
+
+
+def test_read_only_reads_old_tables_and_foreign_files_without_changing_them(tmp_path):
+    path = tmp_path / "old.db"
+    old_table(path, rows=2)
+    before = path.read_bytes()
+    with RailTraceStore(path, read_only=True) as store:
+        traces = store.all()
+        assert store.count() == 2 and [t.step for t in traces] == [0, 1]
+        assert all((t.base_rewards, t.branch_rewards, t.parent_reward) == ((), (), None) for t in traces)
+        with pytest.raises(StorageError, match="read-only"):
+            store.append(make_trace(0))
+    assert path.read_bytes() == before  # not upgraded
+    other = tmp_path / "control.db"
+    RunStore(other).close()  # a run without RAIL: no trace table
+    with RailTraceStore(other, read_only=True) as store:
+        assert store.all() == [] and store.count() == 0
+    conn = sqlite3.connect(other)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    conn.close()
+    assert "rail_traces" not in tables
+    with pytest.raises(StorageError):
+        RailTraceStore(tmp_path / "missing.db", read_only=True)
+
+
+def test_openers_racing_to_upgrade_an_old_table_all_succeed(tmp_path):
+    path = tmp_path / "control.db"
+    old_table(path)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        stores = list(pool.map(lambda _: RailTraceStore(path), range(8)))
+    for i, store in enumerate(stores):
+        store.append(make_trace(i))
+    assert stores[0].count() == 9
+    for store in stores:
+        store.close()
 
 
 def test_table_lives_in_control_db_next_to_the_run_store(tmp_path):

@@ -14,10 +14,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
@@ -208,6 +208,25 @@ LEGACY_SETTINGS = {
     ("", "task_sampling"): "uniform",
     ("", "demo_replay"): False,
 }
+# Settings whose default changed, by path, with the old default. A run stored with the old default and
+# resumed by a command that leaves the setting at today's default (the same command as before) keeps its
+# stored value. The price: asking for today's default explicitly cannot be told apart, and also resumes.
+CHANGED_DEFAULTS: dict[tuple[str, ...], Any] = {
+    ("allocation", "rail", "l2"): 0.1,
+}
+
+
+def _get_path(model: BaseModel, path: tuple[str, ...]) -> Any:
+    for name in path:
+        model = getattr(model, name)
+    return model
+
+
+def _with_path(model: BaseModel, path: tuple[str, ...], value: Any) -> Any:
+    if not path:
+        return value
+    head, *rest = path
+    return model.model_copy(update={head: _with_path(getattr(model, head), tuple(rest), value)})
 
 
 def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrainConfig:
@@ -225,6 +244,13 @@ def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrain
         if getattr(part, name) == type(part).model_fields[name].default:  # the same command as before
             part = part.model_copy(update={name: value})
             asked = asked.model_copy(update={section: part}) if section else part
+    for path, old_default in CHANGED_DEFAULTS.items():
+        fields = stored
+        for name in path[:-1]:
+            fields = fields.get(name, {})
+        today = _get_path(ShellTrainConfig(), path)
+        if fields.get(path[-1]) == old_default and _get_path(asked, path) == today:
+            asked = _with_path(asked, path, old_default)
     resolved = ShellTrainConfig.model_validate(stored).model_copy(update={"epochs": config.epochs})
     if resolved != asked:
         raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")

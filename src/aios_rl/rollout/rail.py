@@ -31,8 +31,8 @@ fit on the few dozen to few hundred traces a run collects, whose recency weights
 1/(1 − λ) = 100. Replayed prequentially (``benchmarks/rail_replay.py``) on the 131 shadow traces of one
 seed of the shell rollout benchmark, α = 0.1 overfit: its sign agreement with the realized gain was 0.47
 and its MAE 0.058, worse than predicting 0 (0.032); α = 10 gave 0.72 and 0.030. On those traces 76 % of
-the gains were negative, so no α beat always predicting a loss (0.77): z said little about the sign of
-the next gain.
+the gains were negative and 1 % exactly 0, so among the signed ones no α beat always predicting a loss
+(0.77 agreement): z said little about the sign of the next gain.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class RailConfig(ConfigModel):
     promotion_threshold: float = Field(default=0.7, gt=0, le=1, description="Sign agreement to go live.")
     promotion_min_traces: int = Field(default=64, ge=0, description="Traces needed before promotion.")
     promotion_margin: float | None = Field(
-        default=None, description="If set, the sign agreement must beat the majority sign's by this much."
+        default=None, ge=0, le=1, description="If set, sign agreement must beat the majority sign's by this."
     )
     sign_eps: float = Field(default=1e-6, ge=0, description="Gains with |y| <= this carry no sign.")
     cost_per_rollout: float = Field(default=0.002, ge=0, description="λ_cost in Δ̂ − λ_cost·m (guess).")
@@ -341,14 +341,18 @@ class RailController:
         if len(self._sign) < c.promotion_window or self.n_traces < c.promotion_min_traces:
             return False
         agreement = sum(self._sign) / len(self._sign)
-        margin_ok = c.promotion_margin is None or agreement >= self._base_rate() + c.promotion_margin
-        return agreement >= c.promotion_threshold and margin_ok
+        if c.promotion_margin is not None:
+            base = self._base_rate()
+            if base is None or agreement < base + c.promotion_margin:
+                return False
+        return agreement >= c.promotion_threshold
 
-    def _base_rate(self) -> float:
-        """Sign agreement of always predicting the majority sign of the window's signed gains (1 when the
-        window is empty, as after loading a state saved before the signs were kept: nothing beats it)."""
-        if not self._positive:
-            return 1.0
+    def _base_rate(self) -> float | None:
+        """Sign agreement of always predicting the majority sign of the window's signed gains; None until
+        the signs cover the same traces as the agreement window (after loading a state saved before the
+        signs were kept, the window has to refill)."""
+        if not self._positive or len(self._positive) != len(self._sign):
+            return None
         share = sum(self._positive) / len(self._positive)
         return max(share, 1.0 - share)
 
@@ -389,8 +393,8 @@ class RailController:
             out["rail/promoted_at"] = float(self.promoted_at)
         if self._sign:
             out["rail/sign_agreement"] = sum(self._sign) / len(self._sign)
-        if self._positive:
-            out["rail/sign_base_rate"] = self._base_rate()
+        if (base := self._base_rate()) is not None:
+            out["rail/sign_base_rate"] = base
         if self._sign_frozen:
             out["rail/sign_agreement_frozen"] = sum(self._sign_frozen) / len(self._sign_frozen)
         if self._errors:
@@ -426,9 +430,11 @@ class RailController:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore from :meth:`state_dict`; the stored config must equal this controller's."""
-        if state["config"] != self.config.model_dump(mode="json"):
-            mine = self.config.model_dump(mode="json")
-            diff = sorted(k for k, v in mine.items() if state["config"].get(k) != v)
+        # Fields added since the state was saved take their defaults.
+        saved = RailConfig.model_validate(state["config"]).model_dump(mode="json")
+        mine = self.config.model_dump(mode="json")
+        if saved != mine:
+            diff = sorted(k for k in saved.keys() | mine.keys() if saved.get(k) != mine.get(k))
             raise ConfigError(f"RAIL state was saved under a different config (differs in: {diff})")
         self.mode, self.promoted_at = state["mode"], state["promoted_at"]
         self.n_traces = int(state["n_traces"])
@@ -438,7 +444,8 @@ class RailController:
         for name in ("entropies", "sign", "sign_frozen", "positive"):
             target = getattr(self, f"_{name}")
             target.clear()
-            target.extend(state.get(name, []))  # "positive" is absent from states saved before it existed
+            # "positive" is absent from states saved before it existed
+            target.extend(state[name] if name != "positive" else state.get(name, []))
         self._errors.clear()
         self._errors.extend((float(e), f) for e, f in state["errors"])
         self._stopped = dict.fromkeys(state["stopped"])

@@ -10,7 +10,9 @@ timeout let this writer share the file with the control plane's, one short trans
 The rewards behind y are stored too: the group's rewards before the intervention, the branches' rewards
 and the rewards of the episode branched from. Another gain definition (outcomes instead of rewards, say)
 can then be scored on old traces without re-running rollouts. A table written before these columns
-existed gets them with ``ALTER TABLE ... ADD COLUMN`` when it is opened; its old rows read back empty.
+existed gets them with ``ALTER TABLE ... ADD COLUMN`` (in one transaction, so two openers cannot both add
+them) when it is opened for writing; its old rows read back empty. ``read_only=True`` opens an existing
+file without changing it (no table, no upgrade), for tools that inspect other runs.
 """
 
 from __future__ import annotations
@@ -32,13 +34,16 @@ __all__ = ["RailTrace", "RailTraceStore"]
 
 Mode = Literal["shadow", "live"]
 _COLUMNS = (
-    "created_at, task_id, group_id, step, mode, arm, y, z, hidden, base_rewards, branch_rewards, parent_reward"
+    "created_at, task_id, group_id, step, mode, arm, y, z, hidden, "
+    "base_rewards, branch_rewards, parent_reward"
 )
 _ADDED_COLUMNS = {  # columns added after the first release of the table, with their definitions
     "base_rewards": "TEXT NOT NULL DEFAULT '[]'",
     "branch_rewards": "TEXT NOT NULL DEFAULT '[]'",
     "parent_reward": "REAL",
 }
+# What a read-only store selects for a column an old table lacks.
+_MISSING = {"base_rewards": "'[]'", "branch_rewards": "'[]'", "parent_reward": "NULL"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rail_traces (
@@ -109,29 +114,48 @@ class RailTraceStore:
     """Append-only store of :class:`RailTrace` rows in ``db_path`` (normally ``RUN/control.db``).
 
     Args:
-        db_path: the SQLite file; created with its parent directory when missing.
+        db_path: the SQLite file; created with its parent directory when missing (unless read-only).
+        read_only: open an existing file without writing to it; ``append`` then raises StorageError and a
+            file without the table reads as empty.
     """
 
-    def __init__(self, db_path: Path) -> None:
-        self.path = Path(db_path)
+    def __init__(self, db_path: Path, *, read_only: bool = False) -> None:
+        self.path, self.read_only = Path(db_path), read_only
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, timeout=30.0, check_same_thread=False
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+            if read_only:
+                self._conn = sqlite3.connect(
+                    f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+                )
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(
+                    self.path, isolation_level=None, timeout=30.0, check_same_thread=False
+                )
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._create_or_upgrade()
+            self._columns = {row[1] for row in self._conn.execute("PRAGMA table_info(rail_traces)")}
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise StorageError(f"{self.path}: cannot open the RAIL trace table: {exc}") from None
+
+    def _create_or_upgrade(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")  # the check and the ALTERs see no other writer in between
+        try:
             self._conn.execute(_SCHEMA)
             present = {row[1] for row in self._conn.execute("PRAGMA table_info(rail_traces)")}
             for name, definition in _ADDED_COLUMNS.items():
                 if name not in present:
                     self._conn.execute(f"ALTER TABLE rail_traces ADD COLUMN {name} {definition}")
-        except (sqlite3.DatabaseError, OSError) as exc:
-            raise StorageError(f"{self.path}: cannot open the RAIL trace table: {exc}") from None
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     def append(self, trace: RailTrace) -> int:
         """Insert one trace in its own transaction; returns its row id."""
+        if self.read_only:
+            raise StorageError(f"{self.path}: opened read-only; cannot append a RAIL trace")
         row = (
             trace.created_at, trace.task_id, trace.group_id, trace.step, trace.mode, trace.arm,
             float(trace.y),
@@ -158,10 +182,11 @@ class RailTraceStore:
 
     def all(self) -> list[RailTrace]:
         """Every stored trace, in insertion order."""
+        if not self._columns:  # read-only, and the file has no trace table
+            return []
+        select = ", ".join(c if c in self._columns else _MISSING[c] for c in _COLUMNS.split(", "))
         with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM rail_traces ORDER BY id"
-            ).fetchall()
+            rows = self._conn.execute(f"SELECT {select} FROM rail_traces ORDER BY id").fetchall()
         return [
             RailTrace(
                 z=tuple(float(v) for v in json.loads(z)),
@@ -182,6 +207,8 @@ class RailTraceStore:
 
     def count(self) -> int:
         """Number of stored traces."""
+        if not self._columns:
+            return 0
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM rail_traces").fetchone()[0])
 
