@@ -145,33 +145,42 @@ def run_bench(
 
 
 def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary], BenchConfig]:
-    """Summaries over the seeds of several `bench rollouts` output directories (e.g. one per process, run
-    with ``--first-seed``); writes ``out/results.json`` and ``out/bench_config.json``.
+    """Summaries over several `bench rollouts` output directories (e.g. one per process: other seeds with
+    ``--first-seed``, or other methods on the same seeds); writes ``out/results.json`` and
+    ``out/bench_config.json``. Each directory trained its own warm start for a seed; under the same
+    settings and seed that is the same checkpoint, so methods from different directories still start alike.
 
     Raises:
-        ConfigError: a directory without results, settings that differ (other than the seeds), different
-            methods, or a seed present twice.
+        ConfigError: a directory without results, settings that differ (other than the seeds and the
+            methods), a (method, seed) present twice, or methods that cover different seeds.
     """
     configs, runs = [], {}
     for d in dirs:
         if not (d / RESULTS_FILE).is_file() or not (d / CONFIG_FILE).is_file():
             raise ConfigError(f"{d} holds no finished `bench rollouts` run ({RESULTS_FILE}, {CONFIG_FILE})")
         configs.append(BenchConfig.model_validate_json((d / CONFIG_FILE).read_text()))
-        rows = json.loads((d / RESULTS_FILE).read_text())
-        if runs and set(runs) != {r["method"] for r in rows}:
-            raise ConfigError(f"{d} compares {[r['method'] for r in rows]}, the first directory {list(runs)}")
-        for row in rows:
+        for row in json.loads((d / RESULTS_FILE).read_text()):
             runs.setdefault(row["method"], []).extend(_seed_run(s) for s in row["seeds"])
-    same = {"seeds", "first_seed"}
+    same = {"seeds", "first_seed", "methods"}
     for d, c in zip(dirs[1:], configs[1:], strict=True):
         if c.model_dump(exclude=same) != configs[0].model_dump(exclude=same):
-            raise ConfigError(f"{d} was run with other settings than {dirs[0]}; only the seeds may differ")
+            raise ConfigError(
+                f"{d} was run with other settings than {dirs[0]}; only the seeds and the methods may differ"
+            )
     for method, seeds in runs.items():
         numbers = [r.seed for r in seeds]
         if len(set(numbers)) != len(numbers):
             raise ConfigError(f"method {method}: seeds {sorted(numbers)} repeat across the directories")
         seeds.sort(key=lambda r: r.seed)
-    merged = configs[0].model_copy(update={"seeds": len(next(iter(runs.values()))), "first_seed": 0})
+    covered = {method: [r.seed for r in seeds] for method, seeds in runs.items()}
+    if len({tuple(v) for v in covered.values()}) > 1:
+        raise ConfigError(
+            f"the methods cover different seeds ({covered}); a table needs the same seeds for all of them"
+        )
+    numbers = next(iter(covered.values()))
+    merged = configs[0].model_copy(
+        update={"seeds": len(numbers), "first_seed": min(numbers), "methods": tuple(runs)}
+    )
     summaries = summarize(runs)
     out.mkdir(parents=True, exist_ok=True)
     _write_results(out, summaries)

@@ -88,14 +88,16 @@ def rollouts(
 
 @app.command("merge-rollouts")
 def merge_rollouts(
-    dirs: list[Path] = typer.Argument(..., help="Output directories of `bench rollouts` runs (other seeds)."),
+    dirs: list[Path] = typer.Argument(
+        ..., help="Output directories of `bench rollouts` runs (other seeds or other methods)."
+    ),
     out: Path = typer.Option(..., "--out", help="Where the merged results.json and rollouts.png go."),
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON object per method instead of the table."
     ),
 ) -> None:
-    """Merge `bench rollouts` runs of the same settings over different seeds (e.g. one per process, each
-    with its own --first-seed) into one table, results.json and plot."""
+    """Merge `bench rollouts` runs of the same settings into one table, results.json and plot: runs over
+    other seeds (one per process, each with its own --first-seed) or of other methods on the same seeds."""
     from aios_rl.campaign.rollout_bench import merge_results
 
     summaries, cfg = merge_results(dirs, out)

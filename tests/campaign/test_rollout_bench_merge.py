@@ -1,0 +1,69 @@
+"""`bench merge-rollouts` over directories that split the seeds or the methods, and what it refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aios_rl.campaign.rollout_bench import (
+    CONFIG_FILE,
+    RESULTS_FILE,
+    BenchConfig,
+    SeedRun,
+    merge_results,
+    summarize,
+)
+from aios_rl.contracts.errors import ConfigError
+
+
+def seed_run(method: str, seed: int, final: float) -> SeedRun:
+    return SeedRun(method=method, seed=seed, curve=[(0, 0.5), (8, final)], rollouts=8, env_steps=20, groups=2,
+                   zero_variance_groups=1, wall_s=1.0)
+
+
+def bench_dir(path: Path, finals: dict[tuple[str, int], float], **config) -> Path:
+    """A finished `bench rollouts` output directory with the given final success per (method, seed)."""
+    runs: dict[str, list[SeedRun]] = {}
+    for (method, seed), final in finals.items():
+        runs.setdefault(method, []).append(seed_run(method, seed, final))
+    path.mkdir()
+    methods = tuple(runs)
+    cfg = BenchConfig(methods=methods, seeds=1, budget=8, **config)
+    (path / CONFIG_FILE).write_text(cfg.model_dump_json())
+    (path / RESULTS_FILE).write_text(json.dumps([s.as_json() for s in summarize(runs)]))
+    return path
+
+
+def test_methods_run_in_separate_directories_merge_into_one_table(tmp_path):
+    uniform = bench_dir(tmp_path / "u", {("uniform-16", 0): 0.6, ("uniform-16", 1): 0.8})
+    rail = bench_dir(tmp_path / "r", {("rail", 0): 0.7, ("rail", 1): 0.9})
+    summaries, cfg = merge_results([uniform, rail], tmp_path / "out")
+    assert [s.method for s in summaries] == ["uniform-16", "rail"] and cfg.methods == ("uniform-16", "rail")
+    assert (cfg.seeds, cfg.first_seed) == (2, 0)
+    by = {s.method: s for s in summaries}
+    assert by["uniform-16"].success_mean == pytest.approx(0.7)
+    assert by["rail"].success_mean == pytest.approx(0.8)
+    assert by["rail"].rollouts_to_match_uniform16 == 8  # rail's mean at 8 rollouts (0.8) reaches 0.7
+    saved = json.loads((tmp_path / "out" / RESULTS_FILE).read_text())
+    assert [r["method"] for r in saved] == ["uniform-16", "rail"]
+    assert BenchConfig.model_validate_json((tmp_path / "out" / CONFIG_FILE).read_text()) == cfg
+
+
+def test_methods_over_different_seeds_are_refused(tmp_path):
+    uniform = bench_dir(tmp_path / "u", {("uniform-16", 0): 0.6, ("uniform-16", 1): 0.8})
+    rail = bench_dir(tmp_path / "r", {("rail", 0): 0.7})
+    with pytest.raises(ConfigError, match="cover different seeds"):
+        merge_results([uniform, rail], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_other_settings_and_repeated_seeds_are_refused(tmp_path):
+    a = bench_dir(tmp_path / "a", {("rail", 0): 0.7})
+    b = bench_dir(tmp_path / "b", {("uniform-16", 0): 0.6}, tasks_per_round=2)
+    with pytest.raises(ConfigError, match="other settings"):
+        merge_results([a, b], tmp_path / "out")
+    c = bench_dir(tmp_path / "c", {("rail", 0): 0.5})
+    with pytest.raises(ConfigError, match="repeat"):
+        merge_results([a, c], tmp_path / "out")
