@@ -200,13 +200,12 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
     return restore_student(meta["policy"], tensors), f"{run_dir}:{checkpoint}"
 
 
-# Settings added after runs were stored, with the value that reproduces such a run (what it ran with). A run
-# stored without one resumes with that value, not with today's default.
-# A section of "" is a top-level field.
-LEGACY_SETTINGS = {
+# Settings added after runs were stored, by path, with the value that reproduces such a run (what it ran
+# with). A run stored without one resumes with that value, not with today's default.
+LEGACY_SETTINGS: dict[tuple[str, ...], Any] = {
     ("trainer", "self_imitation_coef"): 0.0,
-    ("", "task_sampling"): "uniform",
-    ("", "demo_replay"): False,
+    ("task_sampling",): "uniform",
+    ("demo_replay",): False,
 }
 # Settings whose default changed, by path, with the old default. A run stored with the old default and
 # resumed by a command that leaves the setting at today's default (the same command as before) keeps its
@@ -229,27 +228,29 @@ def _with_path(model: BaseModel, path: tuple[str, ...], value: Any) -> Any:
     return model.model_copy(update={head: _with_path(getattr(model, head), tuple(rest), value)})
 
 
+def _stored_section(stored: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    """The dict of a stored config that holds the last field of ``path`` (created when missing)."""
+    for name in path[:-1]:
+        stored = stored.setdefault(name, {})
+    return stored
+
+
 def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrainConfig:
     stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
     if stored is None:
         plane.store.set_meta(TRAIN_CONFIG_KEY, config.model_dump(mode="json"))
         return config
-    asked = config
-    for (section, name), value in LEGACY_SETTINGS.items():
-        fields = stored.setdefault(section, {}) if section else stored
-        if name in fields:
+    asked, today = config, ShellTrainConfig()
+    for path, value in LEGACY_SETTINGS.items():
+        fields = _stored_section(stored, path)
+        if path[-1] in fields:
             continue
-        fields[name] = value
-        part = getattr(asked, section) if section else asked
-        if getattr(part, name) == type(part).model_fields[name].default:  # the same command as before
-            part = part.model_copy(update={name: value})
-            asked = asked.model_copy(update={section: part}) if section else part
+        fields[path[-1]] = value
+        if _get_path(asked, path) == _get_path(today, path):  # the same command as before
+            asked = _with_path(asked, path, value)
     for path, old_default in CHANGED_DEFAULTS.items():
-        fields = stored
-        for name in path[:-1]:
-            fields = fields.get(name, {})
-        today = _get_path(ShellTrainConfig(), path)
-        if fields.get(path[-1]) == old_default and _get_path(asked, path) == today:
+        stored_value = _stored_section(stored, path).get(path[-1])
+        if stored_value == old_default and _get_path(asked, path) == _get_path(today, path):
             asked = _with_path(asked, path, old_default)
     resolved = ShellTrainConfig.model_validate(stored).model_copy(update={"epochs": config.epochs})
     if resolved != asked:

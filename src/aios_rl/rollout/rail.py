@@ -441,11 +441,12 @@ class RailController:
         self._rng.bit_generator.state = state["rng"]
         self._buffer.clear()
         self._buffer.extend(_Sample(tuple(z), arm, float(y)) for z, arm, y in state["buffer"])
-        for name in ("entropies", "sign", "sign_frozen", "positive"):
+        for name in ("entropies", "sign", "sign_frozen"):
             target = getattr(self, f"_{name}")
             target.clear()
-            # "positive" is absent from states saved before it existed
-            target.extend(state[name] if name != "positive" else state.get(name, []))
+            target.extend(state[name])
+        self._positive.clear()
+        self._positive.extend(state.get("positive", []))  # absent from states saved before it existed
         self._errors.clear()
         self._errors.extend((float(e), f) for e, f in state["errors"])
         self._stopped = dict.fromkeys(state["stopped"])

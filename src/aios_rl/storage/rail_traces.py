@@ -37,13 +37,13 @@ _COLUMNS = (
     "created_at, task_id, group_id, step, mode, arm, y, z, hidden, "
     "base_rewards, branch_rewards, parent_reward"
 )
-_ADDED_COLUMNS = {  # columns added after the first release of the table, with their definitions
-    "base_rewards": "TEXT NOT NULL DEFAULT '[]'",
-    "branch_rewards": "TEXT NOT NULL DEFAULT '[]'",
-    "parent_reward": "REAL",
+# Columns added after the first release of the table: (type, default). An upgrade adds them with that
+# default, and a read-only store selects the default where an old table lacks them.
+_ADDED_COLUMNS = {
+    "base_rewards": ("TEXT NOT NULL", "'[]'"),
+    "branch_rewards": ("TEXT NOT NULL", "'[]'"),
+    "parent_reward": ("REAL", "NULL"),
 }
-# What a read-only store selects for a column an old table lacks.
-_MISSING = {"base_rewards": "'[]'", "branch_rewards": "'[]'", "parent_reward": "NULL"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rail_traces (
@@ -96,8 +96,8 @@ class RailTrace:
 
     def __post_init__(self) -> None:
         problems = []
-        rewards = (*self.base_rewards, *self.branch_rewards, *(() if self.parent_reward is None else
-                                                              (self.parent_reward,)))
+        parent = () if self.parent_reward is None else (self.parent_reward,)
+        rewards = (*self.base_rewards, *self.branch_rewards, *parent)
         if not all(math.isfinite(v) for v in (*self.z, self.y, *self.hidden, *rewards)):
             problems.append("z, y, hidden and the rewards must be finite")
         if self.mode not in ("shadow", "live"):
@@ -144,9 +144,9 @@ class RailTraceStore:
         try:
             self._conn.execute(_SCHEMA)
             present = {row[1] for row in self._conn.execute("PRAGMA table_info(rail_traces)")}
-            for name, definition in _ADDED_COLUMNS.items():
+            for name, (kind, default) in _ADDED_COLUMNS.items():
                 if name not in present:
-                    self._conn.execute(f"ALTER TABLE rail_traces ADD COLUMN {name} {definition}")
+                    self._conn.execute(f"ALTER TABLE rail_traces ADD COLUMN {name} {kind} DEFAULT {default}")
         except BaseException:
             self._conn.execute("ROLLBACK")
             raise
@@ -184,7 +184,7 @@ class RailTraceStore:
         """Every stored trace, in insertion order."""
         if not self._columns:  # read-only, and the file has no trace table
             return []
-        select = ", ".join(c if c in self._columns else _MISSING[c] for c in _COLUMNS.split(", "))
+        select = ", ".join(c if c in self._columns else _ADDED_COLUMNS[c][1] for c in _COLUMNS.split(", "))
         with self._lock:
             rows = self._conn.execute(f"SELECT {select} FROM rail_traces ORDER BY id").fetchall()
         return [
