@@ -1,11 +1,13 @@
 """Learning on the shell benchmark: trained compact student vs untrained vs uniform-random, on the holdout.
 
 Three training configurations side by side: pure RL (no teacher), distillation only (teacher, no RL
-updates) and distillation followed by RL. The two teacher configurations start from one shared oracle warm
+updates) and distillation followed by RL. The teacher configurations start from one shared oracle warm
 start per seed (``--init-from``), which is also evaluated on its own, so what the epochs add is measured
 against the same starting point; their training minutes include the warm start. Holdout success is
 reported overall and separately for unseen mutants of training repositories and for seed repositories
-never seen in training.
+never seen in training. The gated configurations (``--configs distill+gate,distill+rl+gate``, with
+``--val-fraction``) run `shell train`'s validation gate on the validation tasks: an epoch whose update scores
+worse there (greedy) than its parent is rolled back (campaign/validation).
 
 Run: ``.venv/bin/python benchmarks/shell_learning.py [--seeds 3] [--epochs 5] ...`` (defaults are the
 issue's targets; see --help). Results also go to ``--out/results.json``.
@@ -28,6 +30,7 @@ from aios_rl.campaign.evaluate import evaluate
 from aios_rl.campaign.shell_eval import holdout_group
 from aios_rl.campaign.students import restore_student
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+from aios_rl.campaign.validation import ValidationConfig
 from aios_rl.contracts.episode import DecodingRegime
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
@@ -39,8 +42,11 @@ CONFIGS = {
     "pure RL (--teacher none)": {"teacher": "none", "rl": True},
     "distillation only": {"teacher": "oracle", "rl": False},
     "distillation + RL": {"teacher": "oracle", "rl": True},
+    "distillation only, gated": {"teacher": "oracle", "rl": False, "gate": True},
+    "distillation + RL, gated": {"teacher": "oracle", "rl": True, "gate": True},
 }
-SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "distill+rl": "distillation + RL"}
+SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "distill+rl": "distillation + RL",
+         "distill+gate": "distillation only, gated", "distill+rl+gate": "distillation + RL, gated"}
 
 
 def env_factory(sandbox: Sandbox):
@@ -114,7 +120,8 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=ShellTrainConfig().group_size)
     parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
     parser.add_argument("--tasks", type=Path, default=None, help="an existing task set (default: generate --count into OUT/tasks)")
-    parser.add_argument("--configs", default="rl,distill,distill+rl", help="subset of: rl, distill, distill+rl")
+    parser.add_argument("--configs", default="rl,distill,distill+rl",
+                        help="subset of: rl, distill, distill+rl, distill+gate, distill+rl+gate (gated: with --val-fraction)")
     parser.add_argument("--label-fraction", type=float, default=1.0,
                         help="share of training tasks whose reference fix the oracle may use (default 1: all); "
                         "the rest are trained on by RL alone")
@@ -161,19 +168,29 @@ def main() -> None:
         if val_dir is not None:
             add(name, val_eval(policy, val_dir, sandbox, seed))
 
-    chosen = {SHORT[key.strip()]: CONFIGS[SHORT[key.strip()]] for key in args.configs.split(",")}
+    unknown = [key for key in args.configs.split(",") if key.strip() not in SHORT]
+    if unknown:
+        parser.error(f"--configs: unknown {unknown}; choose from {', '.join(SHORT)}")
+    chosen = {SHORT[key.strip()]: dict(CONFIGS[SHORT[key.strip()]]) for key in args.configs.split(",")}
+    if val_dir is None and any(c.get("gate") for c in chosen.values()):
+        parser.error("the gated configurations need --val-fraction (the validation tasks they are gated on)")
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         if not args.no_baselines:
             add("uniform-random candidates", holdout_eval(UniformPolicy(), tasks_dir, sandbox, seed))
         warm_run, warm_minutes = args.out / f"seed{seed}-warm-start", 0.0
-        for name, overrides in chosen.items():
-            run = args.out / f"seed{seed}-{name.split()[0]}-{overrides['teacher']}-{int(overrides['rl'])}"
+        for name, config in chosen.items():
+            overrides = {k: v for k, v in config.items() if k != "gate"}
+            gated = config.get("gate", False)
+            run = args.out / (f"seed{seed}-{name.split()[0]}-{overrides['teacher']}-{int(overrides['rl'])}"
+                              + ("-gate" if gated else ""))
             cfg = ShellTrainConfig(epochs=args.epochs, tasks_per_epoch=args.tasks_per_epoch,
                                    group_size=args.group_size, seed=seed, **overrides)
+            if gated:
+                cfg = cfg.model_copy(update={"validation": ValidationConfig(tasks_dir=str(val_dir.resolve()))})
             if overrides["teacher"] != "none":  # both teacher configurations start from one shared warm start
                 if not warm_minutes:
                     start = time.perf_counter()
-                    warm = ShellTraining(warm_run, tasks_dir, cfg.model_copy(update={"rl": False}))
+                    warm = ShellTraining(warm_run, tasks_dir, cfg.model_copy(update={"rl": False, "validation": ValidationConfig()}))
                     warm.warm_start()
                     warm_minutes = (time.perf_counter() - start) / 60
                     add_trained("oracle warm start alone", warm.policy, seed)
@@ -193,10 +210,14 @@ def main() -> None:
             for epoch in range(training.epochs_done() + 1, cfg.epochs + 1):
                 training.run_epoch(epoch)
             minutes.setdefault(name, []).append((time.perf_counter() - start) / 60 + (warm_minutes if cfg.init_from else 0))
-            policy = training.policy
+            policy, lineage = training.policy, training.plane.state.lineage
             training.close()
             add_trained(name, policy, seed)
-            print(f"seed {seed} {name}: {rows[name]['holdout'][-1]:.3f}", flush=True)
+            gate = ""
+            if gated:
+                add(name, {"rollbacks": lineage.rollbacks, "promotions": lineage.promotions})
+                gate = f" (gate: {lineage.rollbacks} rollbacks, {lineage.promotions} promotions, active {lineage.active})"
+            print(f"seed {seed} {name}: {rows[name]['holdout'][-1]:.3f}{gate}", flush=True)
 
     print(f"\nshell learning benchmark: {args.seeds} seed(s), {args.epochs} epochs x {args.tasks_per_epoch} tasks "
           f"x group {args.group_size}, {args.count} generated tasks")

@@ -117,3 +117,27 @@ def test_demo_shell_runs_the_main_job_and_prints_the_table(tmp_path: Path) -> No
     assert lineage["active"] == "ckpt-0002"
     refused = aios("demo", "shell", "--out", str(out), check=False)
     assert refused.returncode == 2 and "not empty" in refused.stderr
+
+
+def test_train_with_a_validation_gate(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    tasks, _ = trained
+    run = tmp_path / "gated"
+    out = json.loads(aios("shell", "train", "--tasks", str(tasks), "--run", str(run), "--epochs", "1",
+                          "--tasks-per-epoch", "2", "--group-size", "2", "--seed", "1", "--val-fraction", "0.5",
+                          "--json").stdout)
+    epoch = out["epochs_run"][0]
+    assert epoch["val/decision"] in {"better", "same", "worse"}
+    lineage = json.loads(aios("lineage", "show", "--run", str(run), "--json").stdout)
+    assert lineage["active"] == epoch["active"] == out["active"]
+    # worse: back to the warm start; better: promoted; same: kept, last_stable still the initial checkpoint
+    expected = {"worse": ("ckpt-0001", "ckpt-0000"), "better": ("ckpt-0002", "ckpt-0002"),
+                "same": ("ckpt-0002", "ckpt-0000")}[epoch["val/decision"]]
+    assert (lineage["active"], lineage["last_stable"]) == expected
+    assert (run / "rollbacks" / "epoch-1.json").exists() == (epoch["val/decision"] == "worse")
+    both = aios("shell", "train", "--tasks", str(tasks), "--run", str(tmp_path / "x"), "--val-fraction", "0.5",
+                "--val-tasks", str(tasks), check=False)
+    assert both.returncode == 2 and "not both" in both.stderr
+    bad = aios("shell", "train", "--tasks", str(tasks), "--run", str(tmp_path / "y"), "--val-fraction", "1.5",
+               check=False)
+    assert bad.returncode == 2 and "fraction" in bad.stderr
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

@@ -76,8 +76,8 @@ def rollback_diagnosis(
     }
 
 
-def write_diagnosis(run_dir: Path, epoch: int, body: dict[str, Any]) -> Path:
-    """Write ``RUN/rollbacks/<epoch>.json`` atomically; returns its path."""
+def write_diagnosis(run_dir: Path, epoch: int | str, body: dict[str, Any]) -> Path:
+    """Write ``RUN/rollbacks/<epoch>.json`` atomically (``epoch``: a number or a name); returns its path."""
     folder = run_dir / "rollbacks"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{epoch}.json"

@@ -27,12 +27,15 @@ from aios_rl.algos.self_imitation import pick_archived, self_imitation_batch, up
 from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
 from aios_rl.campaign.collect import RolloutCollector
 from aios_rl.campaign.demos import distill_passes, oracle_demonstrations
+from aios_rl.campaign.diagnosis import write_diagnosis
+from aios_rl.campaign.evaluate import GREEDY, evaluate
 from aios_rl.campaign.metrics import append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
 from aios_rl.campaign.task_sampling import frontier_tasks, visit_counts
+from aios_rl.campaign.validation import ValidationConfig, changed_tasks, decide, split_validation
 from aios_rl.contracts.config import ConfigModel
-from aios_rl.contracts.episode import DecodingRegime, Episode, Task
+from aios_rl.contracts.episode import DecodingRegime, Episode, Task, utc_now
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.contracts.protocols import Env, Teacher
 from aios_rl.control.events import ControlConfig
@@ -55,6 +58,7 @@ log = logging.getLogger(__name__)
 TRAIN_CONFIG_KEY = "train_config"
 SELF_IMITATION_KEY = "self_imitation_archive"
 EPOCH_TASKS_KEY = "epoch_tasks"
+VALIDATION_KEY = "validation_scores"
 
 
 class ShellTrainConfig(ConfigModel):
@@ -112,6 +116,10 @@ class ShellTrainConfig(ConfigModel):
         description="Start from another run's checkpoint instead of a fresh student: 'RUN_DIR' (its active "
         "checkpoint) or 'RUN_DIR:CHECKPOINT' (active, last_stable, initial or an id). The student kind must match; "
         "its settings come from that checkpoint. No oracle warm start then: that is for fresh students.",
+    )
+    validation: ValidationConfig = Field(
+        default_factory=ValidationConfig, description="Validation gate: each update is scored on held-out training "
+        "tasks and rolled back when worse than its parent (campaign/validation; off by default).",
     )
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Update hyperparameters.")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward fusion.")
@@ -271,6 +279,7 @@ class ShellTraining:
         self.tasks = load_tasks(tasks_dir, split="train")
         if not self.tasks:
             raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
+        self.tasks, self.val_tasks = self._validation_tasks(self.tasks)
         self.teacher = build_teacher(self.config, run_dir)
         # Demonstrations (warm start, replay) are the oracle's ground truth: only when it is the first teacher.
         self.oracle_first = teacher_backends(self.config.teacher)[:1] == ["oracle"]
@@ -286,6 +295,22 @@ class ShellTraining:
         torch.set_num_threads(self.config.torch_threads)
         torch.manual_seed(self.config.seed)
         self.policy, self.trainer = self._student(start)
+
+    def _validation_tasks(self, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
+        """The training tasks without the validation set, and the validation set (empty: no gate)."""
+        val = self.config.validation
+        if val.tasks_dir is not None:
+            held = load_tasks(Path(val.tasks_dir))
+            if not held:
+                raise ConfigError(f"validation.tasks_dir {val.tasks_dir} holds no tasks")
+            shared = sorted({t.task_id for t in held} & {t.task_id for t in tasks})
+            if shared:
+                raise ConfigError(f"validation.tasks_dir shares {len(shared)} task(s) with the training tasks "
+                                  f"(e.g. {shared[0]}); validation tasks must be held out of training")
+            return tasks, held
+        if val.fraction > 0:
+            return split_validation(tasks, val.fraction, self.config.seed)
+        return tasks, []
 
     def make_env(self) -> Env:
         return ShellBugfixEnv(self.config.env, sandbox=self.sandbox)
@@ -361,6 +386,7 @@ class ShellTraining:
 
     def run_epoch(self, epoch: int, progress: Progress | None = None) -> EpochReport:
         cfg = self.config
+        self.plane.ensure_can_update()  # a frozen lineage refuses before the rollouts, not after them
         rng = random.Random(cfg.seed * 1_000_003 + epoch)
         solved_before = set(self.plane.store.get_meta(SELF_IMITATION_KEY, {}))
         chosen = self._choose_tasks(epoch, rng, solved_before)
@@ -413,6 +439,7 @@ class ShellTraining:
             stats = grpo_update(self.trainer, episodes, groups, generator=generator, distill=distill)
         checkpoint = self._checkpoint("rl" if cfg.rl else "distill", [e.episode_id for e in episodes])
         self.collector.save(epoch)
+        gate = self._gate(epoch, checkpoint) if self.val_tasks else {}
         teacher_failures = sum(1 for e in seen if e.teacher_signal is not None and e.teacher_signal.status == "failed_all_backends")
         ran = max(1, len(seen))
         record = {
@@ -433,9 +460,60 @@ class ShellTraining:
             "tasks/solved_before": sum(t.task_id in solved_before for t in chosen),
             "teacher/failures": teacher_failures,
             "teacher/disagreement_rate": self.monitor.rate,
-        } | stats.metrics() | self.budget.metrics() | self.collector.metrics()
+        } | gate | stats.metrics() | self.budget.metrics() | self.collector.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(epoch, checkpoint, record)
+
+    # -- validation gate --------------------------------------------------------------------------------
+
+    def _gate(self, epoch: int, checkpoint: str) -> dict[str, Any]:
+        """Score ``checkpoint`` (the new ``active``) and its parent on the validation tasks and act on the
+        decision (:mod:`aios_rl.campaign.validation`): roll back when worse, promote when better."""
+        parent = self.plane.state.lineage.checkpoints[checkpoint].parent
+        assert parent is not None  # every epoch's checkpoint has the one before it as parent
+        candidate = self._validation_score(checkpoint, self.policy)
+        reference = self._validation_score(parent)
+        decision = decide(candidate["success"], reference["success"], self.config.validation.tolerance)
+        reason = f"validation success {candidate['success']:.3f} vs {reference['success']:.3f} of {parent}"
+        if decision == "worse":
+            before = self.plane.state.lineage.pointers()
+            after = self.plane.rollback(f"{reason} (epoch {epoch})").lineage
+            tensors, meta = self.plane.load_checkpoint(parent)
+            self.trainer.load_state_tensors(tensors, meta, rng=False)
+            write_diagnosis(self.plane.run_dir, f"epoch-{epoch}", {
+                "epoch": epoch, "decision": "rollback", "reason": reason, "checkpoint": checkpoint, "parent": parent,
+                "candidate_success": candidate["success"], "reference_success": reference["success"],
+                "changed_tasks": changed_tasks(candidate["tasks"], reference["tasks"]),
+                "pointers_before": before, "pointers_after": after.pointers(), "frozen_after": after.frozen,
+                "written_at": utc_now(),
+            })
+            log.warning("epoch %d: %s; rolled back to %s", epoch, reason, parent)
+        elif decision == "better":
+            self.plane.promote(reason)
+        return {"val/success": candidate["success"], "val/reference_success": reference["success"],
+                "val/decision": decision, "active": self.plane.state.lineage.active}
+
+    def _validation_score(self, checkpoint: str, policy: Policy | None = None) -> dict[str, Any]:
+        """``{"success": rate, "tasks": {task id: rate}}`` of a checkpoint on the validation tasks, the same
+        seeds for every checkpoint; kept in the store, so each checkpoint is scored once per run."""
+        scores: dict[str, Any] = self.plane.store.get_meta(VALIDATION_KEY, {})
+        if checkpoint in scores:
+            return scores[checkpoint]
+        if policy is None:
+            tensors, meta = self.plane.load_checkpoint(checkpoint)
+            policy = restore_student(meta["policy"], tensors)
+        val = self.config.validation
+        regime = GREEDY if val.temperature == 0 else DecodingRegime(name="validation", temperature=val.temperature)
+        per_task: dict[str, float] = {}
+
+        def record(task: Task, episodes: list[Episode]) -> None:
+            per_task[task.task_id] = sum(e.outcome == "success" for e in episodes) / len(episodes)
+
+        result = evaluate(policy, self.val_tasks, self.make_env, samples=val.samples, seed=val.seed, regime=regime,
+                          version=checkpoint, workers=self.config.workers, on_task=record)
+        scores[checkpoint] = {"success": result.success_rate, "tasks": per_task}
+        self.plane.store.set_meta(VALIDATION_KEY, scores)
+        return scores[checkpoint]
 
     def _choose_tasks(self, epoch: int, rng: random.Random, solved: set[str]) -> list[Task]:
         """This epoch's tasks (``task_sampling``), recorded in the store: an epoch killed and run again runs

@@ -34,12 +34,21 @@ def train(
         None, "--init-from", help="Start from another run's checkpoint: RUN_DIR (its active one) or "
         "RUN_DIR:CHECKPOINT (active, last_stable, initial or an id); no warm start then."
     ),
+    val_fraction: float | None = typer.Option(
+        None, "--val-fraction", help="Hold this share of the training tasks out for validation: every update is "
+        "scored on them against its parent, rolled back when worse, promoted to last_stable when better."
+    ),
+    val_tasks: Path | None = typer.Option(
+        None, "--val-tasks", help="A task directory to validate on instead (same gate; no overlap with training)."
+    ),
     config: Path | None = typer.Option(None, "--config", help="YAML file with any ShellTrainConfig fields."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary at the end."),
 ) -> None:
     """Train the student on the train split: rollouts, teacher shaping, an update and a checkpoint per epoch.
 
-    Metrics go to RUN/metrics.jsonl; checkpoints to RUN/checkpoints; the lineage to RUN/control.db.
+    Metrics go to RUN/metrics.jsonl; checkpoints to RUN/checkpoints; the lineage to RUN/control.db. With
+    --val-fraction or --val-tasks, an update that scores worse on validation than its parent is rolled back
+    (RUN/rollbacks/epoch-N.json says which tasks changed) and the next epoch trains from the parent again.
     """
     from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
     from aios_rl.contracts.config import load_config
@@ -48,6 +57,7 @@ def train(
         "epochs": epochs, "student.kind": student, "student.model_path": model, "trainer.algo": algo,
         "teacher": teacher, "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
         "group_size": group_size, "seed": seed, "allocator": allocator, "init_from": init_from,
+        "validation.fraction": val_fraction, "validation.tasks_dir": str(val_tasks.resolve()) if val_tasks else None,
     }
     cfg = load_config(ShellTrainConfig, config, overrides)
     training = ShellTraining(run, tasks, cfg)
@@ -73,9 +83,13 @@ def train(
             )
             bar.update(1)
             if not quiet:
+                gate = ""
+                if "val/decision" in m:
+                    gate = (f" | validation {m['val/success']:.2f} vs {m['val/reference_success']:.2f}: "
+                            f"{m['val/decision']}, active {m['active']}")
                 tqdm.write(
                     f"epoch {epoch}: success {m['rollout/success_rate']:.2f} reward {m['rollout/reward_mean']:.2f} "
-                    f"loss {m['train/loss']:.3f} kl {m['train/approx_kl']:.4f} -> {report.checkpoint}",
+                    f"loss {m['train/loss']:.3f} kl {m['train/approx_kl']:.4f} -> {report.checkpoint}{gate}",
                     file=sys.stderr,
                 )
         bar.close()

@@ -30,6 +30,7 @@ EventKind = Literal[
     "comparison.recorded",
     "epoch.closed",
     "lineage.rolled_back",
+    "lineage.promoted",
     "lineage.unfrozen",
     "teacher.alarm",
 ]
@@ -121,6 +122,8 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
         case "lineage.rolled_back":
             lin = lineage.rollback(lin, p.get("reason", "manual"), max_consecutive=config.max_consecutive_rollbacks)
             led = ledger.close_manual(led, "manual_rollback")
+        case "lineage.promoted":
+            lin = lineage.promote(lin, p.get("reason", "promoted"))
         case "lineage.unfrozen":
             lin = lineage.unfreeze(lin)
         case "teacher.alarm":

@@ -262,6 +262,10 @@ class ControlPlane:
         """Operator rollback: ``active ← pre_update_ref`` (else ``last_stable``); closes an open epoch."""
         return self.emit("lineage.rolled_back", {"reason": reason})
 
+    def promote(self, reason: str) -> ControlState:
+        """Promotion outside a monitoring epoch (a validation gate's ``better``): ``last_stable ← active``."""
+        return self.emit("lineage.promoted", {"reason": reason})
+
     def raise_alarm(self, kind: str, payload: Mapping[str, Any]) -> ControlState:
         """Record an alarm (e.g. teacher disagreement past its threshold) as a ledger event."""
         return self.emit("teacher.alarm", {"kind": kind, **dict(payload)})

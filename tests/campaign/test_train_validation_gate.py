@@ -1,0 +1,135 @@
+"""The validation gate of `shell train`: held-out training tasks score every update against its parent;
+worse rolls back, better promotes, and repeated rollbacks freeze the lineage."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from aios_rl.algos.trainer import TrainerConfig
+from aios_rl.campaign.metrics import read_metrics
+from aios_rl.campaign.train import VALIDATION_KEY, ShellTrainConfig, ShellTraining
+from aios_rl.campaign.validation import ValidationConfig, changed_tasks, decide, split_validation
+from aios_rl.contracts.episode import Task
+from aios_rl.contracts.errors import ConfigError, LineageError
+from aios_rl.control.events import ControlConfig
+from aios_rl.control.plane import ControlPlane
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+from test_env import make_task  # noqa: E402
+
+UNFIXABLE = {  # no patch of calc.py can make this test pass: the episode fails whatever the student does
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "tests/test_calc.py": "def test_never():\n    assert 1 == 2\n",
+}
+
+
+def _tasks(n: int) -> list[Task]:
+    return [Task(task_id=f"t{i}", environment="shell", family="f", split="train", prompt="p") for i in range(n)]
+
+
+def test_the_split_is_fixed_by_seed_disjoint_and_keeps_training_tasks() -> None:
+    tasks = _tasks(20)
+    train, val = split_validation(tasks, 0.2, seed=3)
+    assert len(val) == 4 and len(train) == 16
+    assert {t.task_id for t in train}.isdisjoint({t.task_id for t in val})
+    assert split_validation(list(reversed(tasks)), 0.2, seed=3) == (train, val)  # input order does not matter
+    assert {t.task_id for t in split_validation(tasks, 0.2, seed=4)[1]} != {t.task_id for t in val}
+    assert len(split_validation(tasks, 0.01, seed=0)[1]) == 1  # a positive share holds at least one task out
+    assert split_validation(tasks, 0.0, seed=0) == (sorted(tasks, key=lambda t: t.task_id), [])
+    with pytest.raises(ConfigError, match="leaves none to train on"):
+        split_validation(_tasks(1), 0.5, seed=0)
+
+
+def test_decisions_and_the_tolerance() -> None:
+    assert decide(0.5, 0.6, 0.0) == "worse"
+    assert decide(0.7, 0.6, 0.0) == "better"
+    assert decide(0.6, 0.6, 0.0) == "same"
+    assert decide(0.55, 0.6, 0.1) == "same"
+    assert decide(0.45, 0.6, 0.1) == "worse"
+    assert decide(0.75, 0.6, 0.1) == "better"
+    assert changed_tasks({"a": 1.0, "b": 0.0}, {"a": 1.0, "b": 1.0}) == {"b": {"candidate": 0.0, "reference": 1.0}}
+    with pytest.raises(ConfigError, match="not both"):
+        ValidationConfig(fraction=0.2, tasks_dir="x")
+    assert not ValidationConfig().enabled
+
+
+def test_validation_tasks_are_never_trained_on(tmp_path: Path) -> None:
+    for i in range(4):
+        make_task(tmp_path, task_id=f"calc-{i}")
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, validation=ValidationConfig(fraction=0.5))
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        held = {t.task_id for t in training.val_tasks}
+        assert len(held) == 2 and held.isdisjoint(t.task_id for t in training.tasks)
+        assert training.labelled == {t.task_id for t in training.tasks}
+    finally:
+        training.close()
+    make_task(tmp_path / "overlap", task_id="calc-0")
+    overlapping = ShellTrainConfig(validation=ValidationConfig(tasks_dir=str(tmp_path / "overlap" / "tasks")))
+    with pytest.raises(ConfigError, match="shares 1 task"):
+        ShellTraining(tmp_path / "run2", tmp_path / "tasks", overlapping)
+
+
+def test_a_worse_update_is_rolled_back_and_repeated_rollbacks_freeze(tmp_path: Path) -> None:
+    make_task(tmp_path, task_id="calc-1")
+    make_task(tmp_path / "val", task_id="never-1", files=UNFIXABLE, oracle=False)
+    run = tmp_path / "run"
+    # One rollback in a row is already more than this run allows: the lineage freezes on it.
+    ControlPlane(run, ControlConfig(max_consecutive_rollbacks=0)).close()
+    config = ShellTrainConfig(epochs=2, tasks_per_epoch=1, group_size=2, teacher="none", warm_start_epochs=0,
+                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks")))
+    training = ShellTraining(run, tmp_path / "tasks", config)
+    try:
+        before = {k: v.clone() for k, v in training.policy.state_dict().items()}
+        # The parent's score as if it had solved the validation task; the candidate is really scored.
+        training.plane.store.set_meta(VALIDATION_KEY, {"ckpt-0000": {"success": 1.0, "tasks": {"never-1": 1.0}}})
+        report = training.run_epoch(1)
+        lineage = training.plane.state.lineage
+        assert report.checkpoint == "ckpt-0001"
+        assert lineage.active == "ckpt-0000" and lineage.rollbacks == 1 and lineage.frozen
+        assert lineage.checkpoints["ckpt-0001"].verdict == "rolled_back"
+        assert all(torch.equal(before[k], v) for k, v in training.policy.state_dict().items())  # the parent's weights
+        record = read_metrics(run / "metrics.jsonl")[-1]
+        assert record["val/decision"] == "worse" and record["val/success"] == 0.0
+        assert record["active"] == "ckpt-0000"
+        diagnosis = json.loads((run / "rollbacks" / "epoch-1.json").read_text())
+        assert diagnosis["changed_tasks"] == {"never-1": {"candidate": 0.0, "reference": 1.0}}
+        assert diagnosis["pointers_before"]["active"] == "ckpt-0001" and diagnosis["frozen_after"]
+        episodes = len(training.plane.store.episode_ids())
+        assert episodes == 2
+        with pytest.raises(LineageError, match="frozen"):
+            training.run_epoch(2)  # refused before any rollout
+        assert len(training.plane.store.episode_ids()) == episodes
+    finally:
+        training.close()
+
+
+def test_a_better_update_is_promoted_and_scores_are_kept_per_checkpoint(tmp_path: Path) -> None:
+    make_task(tmp_path, task_id="calc-1")
+    make_task(tmp_path / "val", task_id="calc-2")
+    config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=60, rl=False,
+                              trainer=TrainerConfig(lr=0.01),
+                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks")))
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        assert training.warm_start() is not None
+        # The warm start, scored for real: it learnt the calc fix and solves the held-out calc task greedily.
+        assert training._validation_score("ckpt-0001")["success"] == 1.0
+        scores = training.plane.store.get_meta(VALIDATION_KEY)
+        scores["ckpt-0001"] = {"success": 0.0, "tasks": {"calc-2": 0.0}}  # as if it had failed it
+        training.plane.store.set_meta(VALIDATION_KEY, scores)
+        training.run_epoch(1)
+        lineage = training.plane.state.lineage
+        assert lineage.active == lineage.last_stable == "ckpt-0002"
+        assert lineage.checkpoints["ckpt-0002"].verdict == "promoted"
+        record = read_metrics(tmp_path / "run" / "metrics.jsonl")[-1]
+        assert (record["val/decision"], record["val/success"], record["val/reference_success"]) == ("better", 1.0, 0.0)
+        assert set(training.plane.store.get_meta(VALIDATION_KEY)) == {"ckpt-0001", "ckpt-0002"}
+        assert not (tmp_path / "run" / "rollbacks").exists()
+    finally:
+        training.close()
