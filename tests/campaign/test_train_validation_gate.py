@@ -12,8 +12,17 @@ import torch
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.metrics import read_metrics
-from aios_rl.campaign.train import VALIDATION_KEY, ShellTrainConfig, ShellTraining
-from aios_rl.campaign.validation import ValidationConfig, changed_tasks, decide, split_validation
+from aios_rl.campaign import train as train_module
+from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+from aios_rl.campaign.validation import (
+    VALIDATION_KEY,
+    ValidationConfig,
+    ValidationGate,
+    changed_tasks,
+    decide,
+    split_validation,
+    task_outcomes,
+)
 from aios_rl.contracts.episode import Task
 from aios_rl.contracts.errors import ConfigError, LineageError
 from aios_rl.control.events import ControlConfig
@@ -45,13 +54,30 @@ def test_the_split_is_fixed_by_seed_disjoint_and_keeps_training_tasks() -> None:
         split_validation(_tasks(1), 0.5, seed=0)
 
 
-def test_decisions_and_the_tolerance() -> None:
-    assert decide(0.5, 0.6, 0.0) == "worse"
-    assert decide(0.7, 0.6, 0.0) == "better"
-    assert decide(0.6, 0.6, 0.0) == "same"
-    assert decide(0.55, 0.6, 0.1) == "same"
-    assert decide(0.45, 0.6, 0.1) == "worse"
-    assert decide(0.75, 0.6, 0.1) == "better"
+def _rates(ones: int, total: int = 10) -> dict[str, float]:
+    return {f"t{i}": float(i < ones) for i in range(total)}
+
+
+def test_decisions_by_mean_and_tolerance() -> None:
+    mean, loose = ValidationConfig(rule="mean"), ValidationConfig(rule="mean", tolerance=0.1)
+    assert decide(_rates(5), _rates(6), mean) == "worse"
+    assert decide(_rates(7), _rates(6), mean) == "better"
+    assert decide(_rates(6), _rates(6), mean) == "same"
+    assert decide(_rates(5), _rates(6), loose) == "same"  # 0.1 is within the tolerance
+    assert decide(_rates(4), _rates(6), loose) == "worse"
+    assert decide(_rates(8), _rates(6), loose) == "better"
+
+
+def test_the_sign_test_needs_six_decisive_tasks_one_way() -> None:
+    sign = ValidationConfig()
+    assert sign.rule == "sign_test"
+    reference = _rates(0, 20)
+    assert task_outcomes(_rates(2, 3), _rates(1, 3)) == ["same", "better", "same"]
+    assert decide(_rates(5, 20), reference, sign) == "same"  # 5-0: p = 0.0625
+    assert decide(_rates(6, 20), reference, sign) == "better"  # 6-0: p = 0.031
+    assert decide(reference, _rates(6, 20), sign) == "worse"
+    mixed = {**_rates(7, 20), "t19": 0.0}
+    assert decide(reference | {"t19": 1.0}, mixed, sign) == "same"  # 1 better, 7 worse: p = 0.07
     assert changed_tasks({"a": 1.0, "b": 0.0}, {"a": 1.0, "b": 1.0}) == {"b": {"candidate": 0.0, "reference": 1.0}}
     with pytest.raises(ConfigError, match="not both"):
         ValidationConfig(fraction=0.2, tasks_dir="x")
@@ -73,6 +99,32 @@ def test_validation_tasks_are_never_trained_on(tmp_path: Path) -> None:
     overlapping = ShellTrainConfig(validation=ValidationConfig(tasks_dir=str(tmp_path / "overlap" / "tasks")))
     with pytest.raises(ConfigError, match="shares 1 task"):
         ShellTraining(tmp_path / "run2", tmp_path / "tasks", overlapping)
+    make_task(tmp_path / "holdout", task_id="calc-9")
+    for path in (tmp_path / "holdout" / "tasks").glob("*/manifest.json"):
+        path.write_text(path.read_text().replace('"split": "train"', '"split": "holdout"'))
+    with pytest.raises(ConfigError, match="holdout task"):
+        ShellTraining(tmp_path / "run3", tmp_path / "tasks",
+                      ShellTrainConfig(validation=ValidationConfig(tasks_dir=str(tmp_path / "holdout" / "tasks"))))
+    with pytest.raises(ConfigError, match="leaves none"):
+        ShellTraining(tmp_path / "run4", tmp_path / "overlap" / "tasks", ShellTrainConfig(
+            validation=ValidationConfig(fraction=0.5)))
+    assert not any((tmp_path / f"run{i}").exists() for i in (2, 3, 4))  # refused before the run directory exists
+
+
+def test_a_start_checkpoint_trained_on_the_validation_tasks_is_refused(tmp_path: Path) -> None:
+    for i in range(4):
+        make_task(tmp_path, task_id=f"calc-{i}")
+    make_task(tmp_path / "val", task_id="calc-9")
+    ShellTraining(tmp_path / "source", tmp_path / "tasks", ShellTrainConfig(warm_start_epochs=0)).close()
+    start = ShellTrainConfig(warm_start_epochs=0, init_from=str(tmp_path / "source"))
+    with pytest.raises(ConfigError, match="was trained on 2 of this run's validation"):
+        ShellTraining(tmp_path / "a", tmp_path / "tasks", start.model_copy(
+            update={"validation": ValidationConfig(fraction=0.5)}))
+    assert not (tmp_path / "a").exists()
+    fresh = ShellTraining(tmp_path / "b", tmp_path / "tasks", start.model_copy(
+        update={"validation": ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"))}))
+    assert [t.task_id for t in fresh.val_tasks] == ["calc-9"]
+    fresh.close()
 
 
 def test_a_worse_update_is_rolled_back_and_repeated_rollbacks_freeze(tmp_path: Path) -> None:
@@ -82,7 +134,7 @@ def test_a_worse_update_is_rolled_back_and_repeated_rollbacks_freeze(tmp_path: P
     # One rollback in a row is already more than this run allows: the lineage freezes on it.
     ControlPlane(run, ControlConfig(max_consecutive_rollbacks=0)).close()
     config = ShellTrainConfig(epochs=2, tasks_per_epoch=1, group_size=2, teacher="none", warm_start_epochs=0,
-                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks")))
+                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"), rule="mean"))
     training = ShellTraining(run, tmp_path / "tasks", config)
     try:
         before = {k: v.clone() for k, v in training.policy.state_dict().items()}
@@ -96,7 +148,8 @@ def test_a_worse_update_is_rolled_back_and_repeated_rollbacks_freeze(tmp_path: P
         assert all(torch.equal(before[k], v) for k, v in training.policy.state_dict().items())  # the parent's weights
         record = read_metrics(run / "metrics.jsonl")[-1]
         assert record["val/decision"] == "worse" and record["val/success"] == 0.0
-        assert record["active"] == "ckpt-0000"
+        assert record["val/active"] == "ckpt-0000"
+        assert not training.trainer.optimizer.state  # the parent's optimizer state: no step taken yet
         diagnosis = json.loads((run / "rollbacks" / "epoch-1.json").read_text())
         assert diagnosis["changed_tasks"] == {"never-1": {"candidate": 0.0, "reference": 1.0}}
         assert diagnosis["pointers_before"]["active"] == "ckpt-0001" and diagnosis["frozen_after"]
@@ -114,12 +167,12 @@ def test_a_better_update_is_promoted_and_scores_are_kept_per_checkpoint(tmp_path
     make_task(tmp_path / "val", task_id="calc-2")
     config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=60, rl=False,
                               trainer=TrainerConfig(lr=0.01),
-                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks")))
+                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"), rule="mean"))
     training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     try:
         assert training.warm_start() is not None
         # The warm start, scored for real: it learnt the calc fix and solves the held-out calc task greedily.
-        assert training._validation_score("ckpt-0001")["success"] == 1.0
+        assert training.gate.score("ckpt-0001")["success"] == 1.0
         scores = training.plane.store.get_meta(VALIDATION_KEY)
         scores["ckpt-0001"] = {"success": 0.0, "tasks": {"calc-2": 0.0}}  # as if it had failed it
         training.plane.store.set_meta(VALIDATION_KEY, scores)
@@ -133,3 +186,56 @@ def test_a_better_update_is_promoted_and_scores_are_kept_per_checkpoint(tmp_path
         assert not (tmp_path / "run" / "rollbacks").exists()
     finally:
         training.close()
+
+
+class _Killed(BaseException):
+    """Stands for a SIGKILL at a chosen point: nothing after it runs."""
+
+
+def _kill_once(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
+    real = getattr(owner, name)
+    calls = []
+
+    def once(*args, **kwargs):
+        if not calls:
+            calls.append(1)
+            raise _Killed(name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, once)
+
+
+@pytest.mark.parametrize("kill_at", ["during_the_gate", "after_the_rollback"])
+def test_a_run_killed_after_its_update_finishes_the_epoch_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill_at: str
+) -> None:
+    make_task(tmp_path, task_id="calc-1")
+    make_task(tmp_path / "val", task_id="never-1", files=UNFIXABLE, oracle=False)
+    run = tmp_path / "run"
+    config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, teacher="none", warm_start_epochs=0,
+                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"), rule="mean"))
+    training = ShellTraining(run, tmp_path / "tasks", config)
+    training.plane.store.set_meta(VALIDATION_KEY, {"ckpt-0000": {"success": 1.0, "tasks": {"never-1": 1.0}}})
+    if kill_at == "during_the_gate":
+        _kill_once(monkeypatch, ValidationGate, "score")
+    else:
+        _kill_once(monkeypatch, train_module, "append_metrics")
+    with pytest.raises(_Killed):
+        training.run_epoch(1)
+    expected_active = "ckpt-0001" if kill_at == "during_the_gate" else "ckpt-0000"
+    assert training.plane.state.lineage.active == expected_active
+    training.close()
+
+    resumed = ShellTraining(run, tmp_path / "tasks", config)
+    try:
+        assert resumed.epochs_done() == 0
+        episodes = len(resumed.plane.store.episode_ids())
+        report = resumed.run_epoch(1)
+        lineage = resumed.plane.state.lineage
+        assert report.checkpoint == "ckpt-0001" and sorted(lineage.checkpoints) == ["ckpt-0000", "ckpt-0001"]
+        assert lineage.active == "ckpt-0000" and lineage.rollbacks == 1  # rolled back once, not twice
+        assert len(resumed.plane.store.episode_ids()) == episodes  # no second round of rollouts
+        assert [r["val/decision"] for r in read_metrics(run / "metrics.jsonl")] == ["worse"]
+        assert resumed.epochs_done() == 1
+    finally:
+        resumed.close()

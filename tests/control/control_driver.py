@@ -70,6 +70,12 @@ class Driver:
         if lin.frozen and rng.random() < 0.3:
             plane.unfreeze()
             return "unfreeze"
+        if epoch is None and not lin.frozen and rng.random() < 0.1:  # shell train's gated updates: no epoch
+            if lin.active != lin.last_stable and rng.random() < 0.5:
+                plane.promote("driver: validation better")
+                return "promote"
+            plane.complete_update(self._save(lin.active), in_epoch=False)
+            return "update_outside_epoch"
         if epoch is None:
             last = plane.state.ledger.current
             carry = last.monitored if last is not None and last.close_reason == "promoted" else []

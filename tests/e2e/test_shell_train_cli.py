@@ -128,7 +128,7 @@ def test_train_with_a_validation_gate(trained: tuple[Path, Path], tmp_path: Path
     epoch = out["epochs_run"][0]
     assert epoch["val/decision"] in {"better", "same", "worse"}
     lineage = json.loads(aios("lineage", "show", "--run", str(run), "--json").stdout)
-    assert lineage["active"] == epoch["active"] == out["active"]
+    assert lineage["active"] == epoch["val/active"] == out["active"]
     # worse: back to the warm start; better: promoted; same: kept, last_stable still the initial checkpoint
     expected = {"worse": ("ckpt-0001", "ckpt-0000"), "better": ("ckpt-0002", "ckpt-0002"),
                 "same": ("ckpt-0002", "ckpt-0000")}[epoch["val/decision"]]

@@ -27,15 +27,13 @@ from aios_rl.algos.self_imitation import pick_archived, self_imitation_batch, up
 from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
 from aios_rl.campaign.collect import RolloutCollector
 from aios_rl.campaign.demos import distill_passes, oracle_demonstrations
-from aios_rl.campaign.diagnosis import write_diagnosis
-from aios_rl.campaign.evaluate import GREEDY, evaluate
 from aios_rl.campaign.metrics import append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
 from aios_rl.campaign.task_sampling import frontier_tasks, visit_counts
-from aios_rl.campaign.validation import ValidationConfig, changed_tasks, decide, split_validation
+from aios_rl.campaign.validation import ValidationConfig, ValidationGate, validation_split
 from aios_rl.contracts.config import ConfigModel
-from aios_rl.contracts.episode import DecodingRegime, Episode, Task, utc_now
+from aios_rl.contracts.episode import DecodingRegime, Episode, Task
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.contracts.protocols import Env, Teacher
 from aios_rl.control.events import ControlConfig
@@ -58,7 +56,7 @@ log = logging.getLogger(__name__)
 TRAIN_CONFIG_KEY = "train_config"
 SELF_IMITATION_KEY = "self_imitation_archive"
 EPOCH_TASKS_KEY = "epoch_tasks"
-VALIDATION_KEY = "validation_scores"
+PENDING_EPOCH_KEY = "pending_epoch"
 
 
 class ShellTrainConfig(ConfigModel):
@@ -208,6 +206,29 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
     return restore_student(meta["policy"], tensors), f"{run_dir}:{checkpoint}"
 
 
+def trained_task_ids(run_dir: Path, *, depth: int = 8) -> set[str]:
+    """The ids of the tasks a `shell train` run (and the runs it started from, ``init_from``) trained on: its
+    task directory's train split without its own validation set. Empty for a directory that records no task
+    set (a run of another command) or whose task directory is gone."""
+    plane = ControlPlane(run_dir, writer=False)
+    try:
+        stored, tasks_dir = plane.store.get_meta(TRAIN_CONFIG_KEY), plane.store.get_meta("tasks_dir")
+    finally:
+        plane.close()
+    if stored is None or tasks_dir is None or not Path(tasks_dir).is_dir():
+        return set()
+    config = ShellTrainConfig.model_validate(stored)
+    try:
+        trained, _ = validation_split(config.validation, load_tasks(Path(tasks_dir), split="train"), config.seed)
+    except ConfigError:  # its validation directory changed since: count every training task as trained on
+        trained = load_tasks(Path(tasks_dir), split="train")
+    ids = {t.task_id for t in trained}
+    if config.init_from and depth > 0:
+        ids |= trained_task_ids(Path(config.init_from.rpartition(":")[0] if ":" in config.init_from
+                                     else config.init_from), depth=depth - 1)
+    return ids
+
+
 # Settings added after runs were stored, by path, with the value that reproduces such a run (what it ran
 # with). A run stored without one resumes with that value, not with today's default.
 LEGACY_SETTINGS: dict[tuple[str, ...], Any] = {
@@ -271,15 +292,23 @@ class ShellTraining:
 
     def __init__(self, run_dir: Path, tasks_dir: Path, config: ShellTrainConfig) -> None:
         new_run = not (run_dir / "control.db").exists()
-        # A bad --init-from fails before the run directory exists, so fixing it does not need a new --run.
+        # A bad --init-from or validation set fails before the run directory exists, so fixing it does not
+        # need a new --run.
         start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
+        if new_run:
+            _, held = validation_split(config.validation, load_tasks(tasks_dir, split="train"), config.seed)
+            if start is not None and held:
+                seen = sorted(trained_task_ids(Path(start[1].rpartition(":")[0])) & {t.task_id for t in held})
+                if seen:
+                    raise ConfigError(f"init_from: {start[1]} was trained on {len(seen)} of this run's validation "
+                                      f"task(s) (e.g. {seen[0]}); validate on tasks it never saw (--val-tasks DIR)")
         self.plane = ControlPlane(run_dir, ControlConfig() if new_run else None)
         self.config = _resolve_config(self.plane, config)
         self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
         self.tasks = load_tasks(tasks_dir, split="train")
         if not self.tasks:
             raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
-        self.tasks, self.val_tasks = self._validation_tasks(self.tasks)
+        self.tasks, self.val_tasks = validation_split(self.config.validation, self.tasks, self.config.seed)
         self.teacher = build_teacher(self.config, run_dir)
         # Demonstrations (warm start, replay) are the oracle's ground truth: only when it is the first teacher.
         self.oracle_first = teacher_backends(self.config.teacher)[:1] == ["oracle"]
@@ -295,22 +324,8 @@ class ShellTraining:
         torch.set_num_threads(self.config.torch_threads)
         torch.manual_seed(self.config.seed)
         self.policy, self.trainer = self._student(start)
-
-    def _validation_tasks(self, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
-        """The training tasks without the validation set, and the validation set (empty: no gate)."""
-        val = self.config.validation
-        if val.tasks_dir is not None:
-            held = load_tasks(Path(val.tasks_dir))
-            if not held:
-                raise ConfigError(f"validation.tasks_dir {val.tasks_dir} holds no tasks")
-            shared = sorted({t.task_id for t in held} & {t.task_id for t in tasks})
-            if shared:
-                raise ConfigError(f"validation.tasks_dir shares {len(shared)} task(s) with the training tasks "
-                                  f"(e.g. {shared[0]}); validation tasks must be held out of training")
-            return tasks, held
-        if val.fraction > 0:
-            return split_validation(tasks, val.fraction, self.config.seed)
-        return tasks, []
+        self.gate = ValidationGate(self.plane, self.config.validation, self.val_tasks, self.make_env,
+                                   workers=self.config.workers) if self.val_tasks else None
 
     def make_env(self) -> Env:
         return ShellBugfixEnv(self.config.env, sandbox=self.sandbox)
@@ -336,10 +351,12 @@ class ShellTraining:
 
     # -- one epoch ------------------------------------------------------------------------------------
 
+    def _next_checkpoint_id(self) -> str:
+        return f"ckpt-{len(self.plane.state.lineage.checkpoints):04d}"
+
     def _checkpoint(self, label: str, data_window: list[str]) -> str:
         self.plane.ensure_can_update()
-        number = len(self.plane.state.lineage.checkpoints)
-        checkpoint_id = f"ckpt-{number:04d}"
+        checkpoint_id = self._next_checkpoint_id()
         tensors, meta = self.trainer.state_tensors()
         meta["label"] = label
         self.plane.save_checkpoint(
@@ -385,8 +402,36 @@ class ShellTraining:
         return labels.count("rl") + labels.count("distill")
 
     def run_epoch(self, epoch: int, progress: Progress | None = None) -> EpochReport:
+        """One epoch: rollouts, an update and its checkpoint, the validation gate's decision (when the run
+        has one), and the epoch's line in ``metrics.jsonl``.
+
+        The epoch's record is stored before its checkpoint is committed. A kill after the commit and before
+        the metrics line leaves it behind, and running the epoch again finishes it (gate and line) instead
+        of training a second update on top of the first.
+        """
+        record = self._unfinished(epoch)
+        if record is None:
+            self.plane.ensure_can_update()  # a frozen lineage refuses before the rollouts, not after them
+            record = self._train_epoch(epoch, progress)
+        if self.gate is not None:
+            record |= self.gate.judge(epoch, record["checkpoint"], self.trainer)
+        append_metrics(self.metrics_path, record)
+        self.plane.store.set_meta(PENDING_EPOCH_KEY, None)
+        return EpochReport(epoch, record["checkpoint"], record)
+
+    def _unfinished(self, epoch: int) -> dict[str, Any] | None:
+        """The stored record of ``epoch`` if its update was committed but its metrics line never written."""
+        pending = self.plane.store.get_meta(PENDING_EPOCH_KEY)
+        if not pending or pending["epoch"] != epoch:
+            return None
+        lineage = self.plane.state.lineage
+        checkpoint = lineage.checkpoints.get(pending["checkpoint"])
+        committed = lineage.active == pending["checkpoint"] or (checkpoint is not None and checkpoint.verdict == "rolled_back")
+        return pending if committed else None
+
+    def _train_epoch(self, epoch: int, progress: Progress | None) -> dict[str, Any]:
+        """Rollouts, the update and its checkpoint; the epoch's record (stored as pending, then returned)."""
         cfg = self.config
-        self.plane.ensure_can_update()  # a frozen lineage refuses before the rollouts, not after them
         rng = random.Random(cfg.seed * 1_000_003 + epoch)
         solved_before = set(self.plane.store.get_meta(SELF_IMITATION_KEY, {}))
         chosen = self._choose_tasks(epoch, rng, solved_before)
@@ -437,15 +482,12 @@ class ShellTraining:
             stats = ppo_update(self.trainer, episodes, generator=generator, distill=distill)
         else:
             stats = grpo_update(self.trainer, episodes, groups, generator=generator, distill=distill)
-        checkpoint = self._checkpoint("rl" if cfg.rl else "distill", [e.episode_id for e in episodes])
-        self.collector.save(epoch)
-        gate = self._gate(epoch, checkpoint) if self.val_tasks else {}
         teacher_failures = sum(1 for e in seen if e.teacher_signal is not None and e.teacher_signal.status == "failed_all_backends")
         ran = max(1, len(seen))
         record = {
             "epoch": epoch,
             "phase": "rl" if cfg.rl else "distill",
-            "checkpoint": checkpoint,
+            "checkpoint": self._next_checkpoint_id(),
             "rollout/success_rate": sum(e.outcome == "success" for e in seen) / ran,
             "rollout/reward_mean": sum(e.reward for e in seen) / ran,
             "rollout/episodes": len(seen),
@@ -460,60 +502,12 @@ class ShellTraining:
             "tasks/solved_before": sum(t.task_id in solved_before for t in chosen),
             "teacher/failures": teacher_failures,
             "teacher/disagreement_rate": self.monitor.rate,
-        } | gate | stats.metrics() | self.budget.metrics() | self.collector.metrics()
-        append_metrics(self.metrics_path, record)
-        return EpochReport(epoch, checkpoint, record)
-
-    # -- validation gate --------------------------------------------------------------------------------
-
-    def _gate(self, epoch: int, checkpoint: str) -> dict[str, Any]:
-        """Score ``checkpoint`` (the new ``active``) and its parent on the validation tasks and act on the
-        decision (:mod:`aios_rl.campaign.validation`): roll back when worse, promote when better."""
-        parent = self.plane.state.lineage.checkpoints[checkpoint].parent
-        assert parent is not None  # every epoch's checkpoint has the one before it as parent
-        candidate = self._validation_score(checkpoint, self.policy)
-        reference = self._validation_score(parent)
-        decision = decide(candidate["success"], reference["success"], self.config.validation.tolerance)
-        reason = f"validation success {candidate['success']:.3f} vs {reference['success']:.3f} of {parent}"
-        if decision == "worse":
-            before = self.plane.state.lineage.pointers()
-            after = self.plane.rollback(f"{reason} (epoch {epoch})").lineage
-            tensors, meta = self.plane.load_checkpoint(parent)
-            self.trainer.load_state_tensors(tensors, meta, rng=False)
-            write_diagnosis(self.plane.run_dir, f"epoch-{epoch}", {
-                "epoch": epoch, "decision": "rollback", "reason": reason, "checkpoint": checkpoint, "parent": parent,
-                "candidate_success": candidate["success"], "reference_success": reference["success"],
-                "changed_tasks": changed_tasks(candidate["tasks"], reference["tasks"]),
-                "pointers_before": before, "pointers_after": after.pointers(), "frozen_after": after.frozen,
-                "written_at": utc_now(),
-            })
-            log.warning("epoch %d: %s; rolled back to %s", epoch, reason, parent)
-        elif decision == "better":
-            self.plane.promote(reason)
-        return {"val/success": candidate["success"], "val/reference_success": reference["success"],
-                "val/decision": decision, "active": self.plane.state.lineage.active}
-
-    def _validation_score(self, checkpoint: str, policy: Policy | None = None) -> dict[str, Any]:
-        """``{"success": rate, "tasks": {task id: rate}}`` of a checkpoint on the validation tasks, the same
-        seeds for every checkpoint; kept in the store, so each checkpoint is scored once per run."""
-        scores: dict[str, Any] = self.plane.store.get_meta(VALIDATION_KEY, {})
-        if checkpoint in scores:
-            return scores[checkpoint]
-        if policy is None:
-            tensors, meta = self.plane.load_checkpoint(checkpoint)
-            policy = restore_student(meta["policy"], tensors)
-        val = self.config.validation
-        regime = GREEDY if val.temperature == 0 else DecodingRegime(name="validation", temperature=val.temperature)
-        per_task: dict[str, float] = {}
-
-        def record(task: Task, episodes: list[Episode]) -> None:
-            per_task[task.task_id] = sum(e.outcome == "success" for e in episodes) / len(episodes)
-
-        result = evaluate(policy, self.val_tasks, self.make_env, samples=val.samples, seed=val.seed, regime=regime,
-                          version=checkpoint, workers=self.config.workers, on_task=record)
-        scores[checkpoint] = {"success": result.success_rate, "tasks": per_task}
-        self.plane.store.set_meta(VALIDATION_KEY, scores)
-        return scores[checkpoint]
+        } | stats.metrics() | self.budget.metrics() | self.collector.metrics()
+        self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
+        checkpoint = self._checkpoint(record["phase"], [e.episode_id for e in episodes])
+        assert checkpoint == record["checkpoint"]
+        self.collector.save(epoch)
+        return record
 
     def _choose_tasks(self, epoch: int, rng: random.Random, solved: set[str]) -> list[Task]:
         """This epoch's tasks (``task_sampling``), recorded in the store: an epoch killed and run again runs

@@ -1,34 +1,51 @@
-"""The validation gate of `aios-rl shell train`: each update is scored on held-out training tasks and rolled
-back when it scores worse than its parent.
+"""The validation gate of `aios-rl shell train`: each update is scored on held-out training tasks against its
+parent, rolled back when worse and promoted when better.
 
 A fixed share of the training tasks (``fraction``, drawn once from the run's seed) or a separate task
 directory (``tasks_dir``) is kept out of training. After every epoch's checkpoint, the new checkpoint and
-its parent run each validation task with the same seeds (a matched comparison), and the difference of their
-success rates decides, as the control plane's verdicts do (ARCHITECTURE §5):
+its parent run each validation task with the same seeds (a matched comparison per task), and ``rule``
+decides:
 
-* ``worse`` (below the parent by more than ``tolerance``): rollback, ``active ← parent``; the next epoch
-  trains from the parent again, and ``RUN/rollbacks/epoch-<N>.json`` says which tasks changed;
-* ``better`` (above it by more than ``tolerance``): promotion, ``last_stable ← active``;
-* ``same``: the update stays ``active``.
+* ``sign_test`` (the default; ARCHITECTURE §5): each task is better, same or worse by its success, and the
+  exact two-sided sign test over the decisive tasks (:func:`aios_rl.control.compare.verdict`) gives the
+  verdict; inconclusive is ``same``. With about 17 tasks it takes at least 6 tasks moving one way and none
+  the other, so it guards against clear regressions only.
+* ``mean``: the success rates compared directly, ``same`` within ``tolerance``: model selection on the
+  validation set, which acts on every difference and is correspondingly noisy.
 
-More than ``max_consecutive_rollbacks`` rollbacks without a promotion in between freeze the lineage, as
-everywhere in the control plane. Validation tasks are never trained on, and the holdout is never used:
-this is model selection on data the run set aside, not tuning on the holdout.
+``worse`` rolls back (``active ← parent``; the next epoch trains from the parent's weights and optimizer,
+and ``RUN/rollbacks/epoch-<N>.json`` lists the tasks that changed); ``better`` promotes
+(``last_stable ← active``); ``same`` keeps the update ``active``. More than ``max_consecutive_rollbacks``
+rollbacks without a promotion between them freeze the lineage, as everywhere in the control plane.
+Validation tasks are never trained on, and holdout tasks are refused: this is model selection on data the
+run set aside, never on the holdout.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from aios_rl.algos.trainer import Trainer
+from aios_rl.campaign.diagnosis import write_diagnosis
+from aios_rl.campaign.evaluate import GREEDY, evaluate
+from aios_rl.campaign.students import restore_student
 from aios_rl.contracts.config import ConfigModel
-from aios_rl.contracts.episode import Task
+from aios_rl.contracts.episode import DecodingRegime, Episode, RelativeOutcome, Task, utc_now
 from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.protocols import Env
+from aios_rl.control import lineage as lineage_rules
+from aios_rl.control.compare import verdict
+from aios_rl.control.plane import ControlPlane
+from aios_rl.envs.shell.task import load_tasks
+from aios_rl.policy.base import Policy
 
 Decision = Literal["better", "same", "worse"]
+VALIDATION_KEY = "validation_scores"
 
 
 class ValidationConfig(ConfigModel):
@@ -39,19 +56,29 @@ class ValidationConfig(ConfigModel):
         "once from the run's seed; never trained on). 0 with no tasks_dir: no validation gate.",
     )
     tasks_dir: str | None = Field(
-        default=None, description="A task directory whose tasks (every split) are the validation set, instead of "
-        "a share of the training tasks. Must not share task ids with the training tasks.",
+        default=None, description="A task directory whose tasks (train split only; holdout tasks are refused) are "
+        "the validation set, instead of a share of the training tasks. No task id may also be a training task.",
     )
     samples: int = Field(default=1, ge=1, description="Episodes per validation task and checkpoint.")
     temperature: float = Field(
         default=0.0, ge=0.0, description="0: greedy episodes (as `shell eval` scores); > 0: sampled at this "
         "temperature (use with samples > 1).",
     )
+    rule: Literal["sign_test", "mean"] = Field(
+        default="sign_test", description="sign_test: per-task better/worse, exact sign test at alpha, "
+        "inconclusive is same (ARCHITECTURE §5); mean: success rates compared within tolerance.",
+    )
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0, description="sign_test: significance level.")
     tolerance: float = Field(
-        default=0.0, ge=0.0, le=1.0, description="Success-rate difference to the parent within which an update "
-        "is 'same' (kept, not promoted).",
+        default=0.0, ge=0.0, le=1.0, description="mean: success-rate difference to the parent within which an "
+        "update is 'same' (kept, not promoted).",
     )
     seed: int = Field(default=0, description="Seed of the validation episodes (the same for every checkpoint).")
+
+    @field_validator("tasks_dir")
+    @classmethod
+    def _absolute(cls, path: str | None) -> str | None:
+        return None if path is None else str(Path(path).resolve())  # stored with the run: resumes from anywhere
 
     @model_validator(mode="after")
     def _one_source(self) -> ValidationConfig:
@@ -79,16 +106,112 @@ def split_validation(tasks: Sequence[Task], fraction: float, seed: int) -> tuple
     return [t for t in ordered if t.task_id not in held], [t for t in ordered if t.task_id in held]
 
 
-def decide(candidate: float, reference: float, tolerance: float) -> Decision:
-    """``better`` / ``same`` / ``worse`` for a candidate's validation success against its parent's."""
-    if candidate < reference - tolerance:
+def validation_split(config: ValidationConfig, tasks: list[Task], seed: int) -> tuple[list[Task], list[Task]]:
+    """The training tasks without the validation set, and the validation set (empty: no gate).
+
+    Raises:
+        ConfigError: an empty or holdout-split validation directory, or one sharing task ids with training.
+    """
+    if config.tasks_dir is not None:
+        held = load_tasks(Path(config.tasks_dir))
+        if not held:
+            raise ConfigError(f"validation.tasks_dir {config.tasks_dir} holds no tasks")
+        holdout = sorted(t.task_id for t in held if t.split == "holdout")
+        if holdout:
+            raise ConfigError(f"validation.tasks_dir holds {len(holdout)} holdout task(s) (e.g. {holdout[0]}); "
+                              "the holdout is never used to choose checkpoints")
+        shared = sorted({t.task_id for t in held} & {t.task_id for t in tasks})
+        if shared:
+            raise ConfigError(f"validation.tasks_dir shares {len(shared)} task(s) with the training tasks "
+                              f"(e.g. {shared[0]}); validation tasks must be held out of training")
+        return tasks, held
+    if config.fraction > 0:
+        return split_validation(tasks, config.fraction, seed)
+    return tasks, []
+
+
+def task_outcomes(candidate: Mapping[str, float], reference: Mapping[str, float]) -> list[RelativeOutcome]:
+    """Each validation task's outcome for the candidate against the reference, by success rate."""
+    return ["better" if candidate[t] > reference.get(t, 0.0) else "worse" if candidate[t] < reference.get(t, 0.0)
+            else "same" for t in sorted(candidate)]
+
+
+def decide(candidate: Mapping[str, float], reference: Mapping[str, float], config: ValidationConfig) -> Decision:
+    """``better`` / ``same`` / ``worse`` for the candidate's per-task validation success against its parent's."""
+    if config.rule == "sign_test":
+        return verdict(task_outcomes(candidate, reference), config.alpha).relative_outcome  # type: ignore[return-value]
+    rate = sum(candidate.values()) / max(1, len(candidate))
+    reference_rate = sum(reference.values()) / max(1, len(reference))
+    if rate < reference_rate - config.tolerance:
         return "worse"
-    if candidate > reference + tolerance:
+    if rate > reference_rate + config.tolerance:
         return "better"
     return "same"
 
 
-def changed_tasks(candidate: dict[str, float], reference: dict[str, float]) -> dict[str, dict[str, float]]:
+def changed_tasks(candidate: Mapping[str, float], reference: Mapping[str, float]) -> dict[str, dict[str, float]]:
     """The validation tasks whose success differs between the two checkpoints (for the diagnosis)."""
     return {task: {"candidate": candidate[task], "reference": reference.get(task, 0.0)}
             for task in sorted(candidate) if candidate[task] != reference.get(task, 0.0)}
+
+
+class ValidationGate:
+    """Scores checkpoints on the validation tasks (once each; the scores live in the run store) and judges
+    each epoch's update against its parent."""
+
+    def __init__(self, plane: ControlPlane, config: ValidationConfig, tasks: list[Task],
+                 make_env: Callable[[], Env], *, workers: int) -> None:
+        self.plane, self.config, self.tasks, self.make_env, self.workers = plane, config, tasks, make_env, workers
+
+    def score(self, checkpoint: str, policy: Policy | None = None) -> dict[str, Any]:
+        """``{"success": rate, "tasks": {task id: rate}}`` of a checkpoint (``policy``: its loaded student,
+        else it is loaded); the same seeds for every checkpoint."""
+        scores: dict[str, Any] = self.plane.store.get_meta(VALIDATION_KEY, {})
+        if checkpoint in scores:
+            return scores[checkpoint]
+        if policy is None:
+            tensors, meta = self.plane.load_checkpoint(checkpoint)
+            policy = restore_student(meta["policy"], tensors)
+        cfg = self.config
+        regime = GREEDY if cfg.temperature == 0 else DecodingRegime(name="validation", temperature=cfg.temperature)
+        per_task: dict[str, float] = {}
+
+        def record(task: Task, episodes: list[Episode]) -> None:
+            per_task[task.task_id] = sum(e.outcome == "success" for e in episodes) / len(episodes)
+
+        result = evaluate(policy, self.tasks, self.make_env, samples=cfg.samples, seed=cfg.seed, regime=regime,
+                          version=checkpoint, workers=self.workers, on_task=record)
+        scores[checkpoint] = {"success": result.success_rate, "tasks": per_task}
+        self.plane.store.set_meta(VALIDATION_KEY, scores)
+        return scores[checkpoint]
+
+    def judge(self, epoch: int, checkpoint: str, trainer: Trainer) -> dict[str, Any]:
+        """Decide on ``checkpoint`` (epoch ``epoch``'s update) and act: roll back (``trainer`` gets the parent's
+        weights and optimizer) or promote. Safe to call again after a kill: scores are kept, and an action
+        the lineage already shows is not taken twice."""
+        lineage = self.plane.state.lineage
+        parent = lineage.checkpoints[checkpoint].parent
+        assert parent is not None  # every epoch's checkpoint has the one it was trained from as parent
+        live = lineage.active == checkpoint  # False only when a kill came after the rollback
+        candidate = self.score(checkpoint, trainer.policy if live else None)
+        reference = self.score(parent)
+        decision = decide(candidate["tasks"], reference["tasks"], self.config)
+        reason = (f"validation success {candidate['success']:.3f} vs {reference['success']:.3f} of {parent} "
+                  f"({self.config.rule}; epoch {epoch})")
+        if decision == "worse" and live:
+            after = lineage_rules.rollback(lineage, reason, max_consecutive=self.plane.config.max_consecutive_rollbacks)
+            write_diagnosis(self.plane.run_dir, f"epoch-{epoch}", {
+                "epoch": epoch, "decision": "rollback", "reason": reason, "checkpoint": checkpoint, "parent": parent,
+                "rule": self.config.rule, "candidate_success": candidate["success"],
+                "reference_success": reference["success"],
+                "changed_tasks": changed_tasks(candidate["tasks"], reference["tasks"]),
+                "pointers_before": lineage.pointers(), "pointers_after": after.pointers(), "frozen_after": after.frozen,
+                "written_at": utc_now(),
+            })
+            self.plane.rollback(reason)
+            tensors, meta = self.plane.load_checkpoint(parent)
+            trainer.load_state_tensors(tensors, meta)  # as a resume from the parent would
+        elif decision == "better" and live and lineage.last_stable != checkpoint:
+            self.plane.promote(reason)
+        return {"val/success": candidate["success"], "val/reference_success": reference["success"],
+                "val/decision": decision, "val/active": self.plane.state.lineage.active}

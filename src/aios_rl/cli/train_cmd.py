@@ -86,7 +86,7 @@ def train(
                 gate = ""
                 if "val/decision" in m:
                     gate = (f" | validation {m['val/success']:.2f} vs {m['val/reference_success']:.2f}: "
-                            f"{m['val/decision']}, active {m['active']}")
+                            f"{m['val/decision']}, active {m['val/active']}")
                 tqdm.write(
                     f"epoch {epoch}: success {m['rollout/success_rate']:.2f} reward {m['rollout/reward_mean']:.2f} "
                     f"loss {m['train/loss']:.3f} kl {m['train/approx_kl']:.4f} -> {report.checkpoint}{gate}",

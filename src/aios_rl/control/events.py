@@ -14,7 +14,7 @@ from pydantic import Field
 
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import Record, new_id, utc_now
-from aios_rl.contracts.errors import LedgerError
+from aios_rl.contracts.errors import LedgerError, LineageError
 from aios_rl.control import ledger, lineage, replay
 from aios_rl.control.ledger import ComparisonResult, LedgerConfig, LedgerState
 from aios_rl.control.lineage import CheckpointRecord, LineageState
@@ -123,6 +123,8 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
             lin = lineage.rollback(lin, p.get("reason", "manual"), max_consecutive=config.max_consecutive_rollbacks)
             led = ledger.close_manual(led, "manual_rollback")
         case "lineage.promoted":
+            if led.open_epoch is not None:  # inside an update epoch pre_update_ref stays frozen until it closes
+                raise LineageError("a promotion outside the ledger needs no update epoch open; close it instead")
             lin = lineage.promote(lin, p.get("reason", "promoted"))
         case "lineage.unfrozen":
             lin = lineage.unfreeze(lin)
