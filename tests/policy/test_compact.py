@@ -289,9 +289,15 @@ def test_gradients_reach_every_parameter() -> None:
     obs = [shell_obs(i) for i in range(4)]
     ev = s.evaluate(obs, ["shell", "browser", "shell", "other"], [o.candidates[-1] for o in obs])
     (ev.logprobs.sum() + ev.values.sum() + ev.entropy.sum()).backward()
+    # The feature head's output bias adds one constant to every candidate of a row: a softmax over the row
+    # is invariant to it, so its gradient is zero up to round-off (exactly zero on some CPUs).
+    shift_only = {"feature_head.2.bias"}
     for name, p in s.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
-        assert p.grad.abs().sum() > 0, f"no gradient reaches {name}"
+        if name in shift_only:
+            assert p.grad.abs().sum() < 1e-5, f"{name} should only shift whole rows"
+        else:
+            assert p.grad.abs().sum() > 0, f"no gradient reaches {name}"
 
 
 def train(s: CompactStudent, data: list[tuple[Observation, int]], steps: int, lr: float = 3e-3) -> None:
