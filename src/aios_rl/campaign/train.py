@@ -182,6 +182,12 @@ def labelled_tasks(teacher: str, tasks: list[Task]) -> set[str]:
     return {t.task_id for t in tasks if reference_action(t) is not None}
 
 
+def split_source(spec: str) -> tuple[Path, str]:
+    """``"RUN_DIR"`` or ``"RUN_DIR:CHECKPOINT"`` → (the run directory, absolute; the checkpoint name)."""
+    run, _, name = spec.rpartition(":") if ":" in spec else (spec, ":", "active")
+    return Path(run).resolve(), name or "active"
+
+
 def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
     """The student stored in another run's checkpoint (``RUN_DIR`` or ``RUN_DIR:CHECKPOINT``), and where it
     came from as ``"RUN_DIR:ID"``.
@@ -190,13 +196,12 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
         ConfigError: not a run directory, or its student is not of ``kind``.
         StorageError: no such checkpoint in that run.
     """
-    run, _, name = spec.rpartition(":") if ":" in spec else (spec, ":", "active")
-    run_dir = Path(run).resolve()  # recorded absolute, so the source is found from any working directory
+    run_dir, name = split_source(spec)  # recorded absolute, so the source is found from any working directory
     if not (run_dir / "control.db").is_file():
         raise ConfigError(f"init_from: {run_dir} is not a run directory (no control.db)")
     plane = ControlPlane(run_dir, writer=False)
     try:
-        checkpoint = plane.resolve_checkpoint(name or "active")
+        checkpoint = plane.resolve_checkpoint(name)
         tensors, meta = plane.load_checkpoint(checkpoint)
     finally:
         plane.close()
@@ -224,8 +229,7 @@ def trained_task_ids(run_dir: Path, *, depth: int = 8) -> set[str]:
         trained = load_tasks(Path(tasks_dir), split="train")
     ids = {t.task_id for t in trained}
     if config.init_from and depth > 0:
-        ids |= trained_task_ids(Path(config.init_from.rpartition(":")[0] if ":" in config.init_from
-                                     else config.init_from), depth=depth - 1)
+        ids |= trained_task_ids(split_source(config.init_from)[0], depth=depth - 1)
     return ids
 
 
@@ -295,20 +299,20 @@ class ShellTraining:
         # A bad --init-from or validation set fails before the run directory exists, so fixing it does not
         # need a new --run.
         start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
-        if new_run:
-            _, held = validation_split(config.validation, load_tasks(tasks_dir, split="train"), config.seed)
-            if start is not None and held:
-                seen = sorted(trained_task_ids(Path(start[1].rpartition(":")[0])) & {t.task_id for t in held})
-                if seen:
-                    raise ConfigError(f"init_from: {start[1]} was trained on {len(seen)} of this run's validation "
-                                      f"task(s) (e.g. {seen[0]}); validate on tasks it never saw (--val-tasks DIR)")
+        train_tasks = load_tasks(tasks_dir, split="train")
+        if not train_tasks:
+            raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
+        # A new run stores ``config`` as given, so this split is the run's own.
+        split = validation_split(config.validation, train_tasks, config.seed) if new_run else None
+        if split is not None and start is not None and split[1]:
+            seen = sorted(trained_task_ids(split_source(start[1])[0]) & {t.task_id for t in split[1]})
+            if seen:
+                raise ConfigError(f"init_from: {start[1]} was trained on {len(seen)} of this run's validation "
+                                  f"task(s) (e.g. {seen[0]}); validate on tasks it never saw (--val-tasks DIR)")
         self.plane = ControlPlane(run_dir, ControlConfig() if new_run else None)
         self.config = _resolve_config(self.plane, config)
         self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
-        self.tasks = load_tasks(tasks_dir, split="train")
-        if not self.tasks:
-            raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
-        self.tasks, self.val_tasks = validation_split(self.config.validation, self.tasks, self.config.seed)
+        self.tasks, self.val_tasks = split or validation_split(self.config.validation, train_tasks, self.config.seed)
         self.teacher = build_teacher(self.config, run_dir)
         # Demonstrations (warm start, replay) are the oracle's ground truth: only when it is the first teacher.
         self.oracle_first = teacher_backends(self.config.teacher)[:1] == ["oracle"]

@@ -57,7 +57,7 @@ def train(
         "epochs": epochs, "student.kind": student, "student.model_path": model, "trainer.algo": algo,
         "teacher": teacher, "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
         "group_size": group_size, "seed": seed, "allocator": allocator, "init_from": init_from,
-        "validation.fraction": val_fraction, "validation.tasks_dir": str(val_tasks.resolve()) if val_tasks else None,
+        "validation.fraction": val_fraction, "validation.tasks_dir": str(val_tasks) if val_tasks else None,
     }
     cfg = load_config(ShellTrainConfig, config, overrides)
     training = ShellTraining(run, tasks, cfg)
