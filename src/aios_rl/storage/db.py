@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aios_rl.contracts.errors import StorageError
+from aios_rl.storage.sqlite_wal import connect_wal
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +88,7 @@ class RunStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn = connect_wal(self.path)
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()

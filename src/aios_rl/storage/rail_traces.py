@@ -29,6 +29,7 @@ import numpy as np
 
 from aios_rl.contracts.episode import utc_now
 from aios_rl.contracts.errors import ContractError, StorageError
+from aios_rl.storage.sqlite_wal import connect_wal
 
 __all__ = ["RailTrace", "RailTraceStore"]
 
@@ -129,10 +130,7 @@ class RailTraceStore:
                 )
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._conn = sqlite3.connect(
-                    self.path, isolation_level=None, timeout=30.0, check_same_thread=False
-                )
-                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn = connect_wal(self.path, check_same_thread=False)
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._create_or_upgrade()
             self._columns = {row[1] for row in self._conn.execute("PRAGMA table_info(rail_traces)")}

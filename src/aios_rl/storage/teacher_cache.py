@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from aios_rl.contracts.errors import StorageError
+from aios_rl.storage.sqlite_wal import connect_wal
 
 __all__ = ["CachedReply", "TeacherCache", "cache_key"]
 
@@ -55,10 +56,10 @@ class TeacherCache:
         try:
             if path is not None:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
-                                         isolation_level=None, timeout=30.0)
-            if path is not None:
-                self._conn.execute("PRAGMA journal_mode=WAL")
+            if path is None:
+                self._conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            else:
+                self._conn = connect_wal(Path(path), check_same_thread=False)
             self._conn.execute(_SCHEMA)
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StorageError(f"{path or ':memory:'}: cannot open the teacher cache: {exc}") from None
