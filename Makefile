@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 EXTRAS := llm,ray,browser,dev
 PIP_FLAGS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PYTEST_ARGS ?=
+# Test workers (pytest-xdist), one test file each at a time so module fixtures are built once. The suite
+# mostly waits on sandboxed subprocesses, so two workers use the 2 cores that one leaves half idle.
+TEST_WORKERS ?= 2
 
 # Benchmarks that finish in minutes; the long ones (an hour or more on 2 cores) run with `make bench-long`.
 BENCHMARKS := benchmarks/control_plane.py benchmarks/shell_env.py benchmarks/shell_generate.py benchmarks/crash_resume.py
@@ -29,7 +32,7 @@ demo: setup
 	$(VENV)/bin/aios-rl demo shell --out runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: setup
 	@for script in $(BENCHMARKS); do echo "== $$script"; $(PY) $$script || exit 1; done

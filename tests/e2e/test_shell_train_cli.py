@@ -102,23 +102,6 @@ def test_eval_unknown_checkpoint_fails_clearly(trained: tuple[Path, Path]) -> No
     assert result.returncode == 2 and "not found" in result.stderr
 
 
-def test_demo_shell_runs_the_main_job_and_prints_the_table(tmp_path: Path) -> None:
-    out = tmp_path / "demo"
-    printed = aios("demo", "shell", "--out", str(out), "--count", "6", "--epochs", "1",
-                   "--tasks-per-epoch", "1").stdout
-    rows = [line for line in printed.splitlines() if line.startswith(("uniform-random", "untrained", "trained"))]
-    assert [r.split()[0] for r in rows] == ["uniform-random", "untrained", "trained"]
-    assert "trained student (ckpt-0002)" in printed
-    header = next(line for line in printed.splitlines() if line.startswith("policy"))
-    assert "holdout success" in header
-    for row in rows:
-        assert all(0.0 <= float(cell) <= 1.0 for cell in row.split(")")[-1].split()[-2:])
-    lineage = json.loads(aios("lineage", "show", "--run", str(out / "run"), "--json").stdout)
-    assert lineage["active"] == "ckpt-0002"
-    refused = aios("demo", "shell", "--out", str(out), check=False)
-    assert refused.returncode == 2 and "not empty" in refused.stderr
-
-
 def test_train_with_a_validation_gate(trained: tuple[Path, Path], tmp_path: Path) -> None:
     tasks, _ = trained
     run = tmp_path / "gated"
