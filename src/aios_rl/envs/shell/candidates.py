@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell import python_ast
 from aios_rl.envs.shell.mutate import (
     NON_INVERTIBLE_OPERATORS,
     OPERATORS,
@@ -159,7 +160,7 @@ def _functions(source: str) -> tuple[tuple[str, ast.FunctionDef | ast.AsyncFunct
     # Cached: localisation asks for the same module's functions once per function and frame. The nodes
     # are shared between callers, who only read them.
     try:
-        tree = ast.parse(source)
+        tree = python_ast.parse(source)
     except (SyntaxError, ValueError):
         return ()
     return tuple(iter_functions(tree))
@@ -398,7 +399,7 @@ def _test_references(files: Mapping[str, str], test_ids: Sequence[str]) -> dict[
         path, *parts = node_id.split("::")
         if path not in trees:
             try:
-                trees[path] = ast.parse(files[path]) if path in files else None
+                trees[path] = python_ast.parse(files[path]) if path in files else None
             except (SyntaxError, ValueError):
                 trees[path] = None
         node = trees[path]

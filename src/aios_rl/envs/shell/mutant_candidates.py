@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell import python_ast
 from aios_rl.envs.shell.mutate import (
     NON_INVERTIBLE_OPERATORS,
     Mutation,
@@ -75,7 +76,7 @@ def referenced_names(test_sources: Sequence[str]) -> set[str]:
     names: set[str] = set()
     for text in test_sources:
         try:
-            tree = ast.parse(text)
+            tree = python_ast.parse(text)
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
@@ -94,7 +95,7 @@ def referenced_names(test_sources: Sequence[str]) -> set[str]:
 def covered_functions(source: str, test_names: set[str]) -> list[str]:
     """Qualnames of functions the tests reach: named by the tests, dunders of named classes, and every
     module function those call by name (transitively), so private helpers count too."""
-    tree = ast.parse(source)
+    tree = python_ast.parse(source)
     qualnames = function_qualnames(source)
     bodies: dict[str, set[str]] = {}
     for node in ast.walk(tree):

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell import python_ast
 from aios_rl.envs.shell.mutation_operators import OPERATOR_SITES
 from aios_rl.envs.shell.mutation_scope import Function, Source, function_index
 from aios_rl.envs.shell.mutation_scope import function_qualnames as function_qualnames
@@ -171,17 +172,17 @@ def _checked(src: Source, edits: list[_Edit], file: str, *, dedupe_by: str) -> l
             out.append(_to_mutation(src, e, file))
             continue
         try:
-            tree = ast.parse(mutated_chunk)
+            tree = python_ast.parse(mutated_chunk)
         except (SyntaxError, ValueError):
             continue
         if no_op_possible:
             if e.chunk not in baselines:
-                baselines[e.chunk] = ast.dump(ast.parse(prefix + text[start:end]))
+                baselines[e.chunk] = ast.dump(python_ast.parse(prefix + text[start:end]))
             if ast.dump(tree) == baselines[e.chunk]:
                 continue
         if dedupe_by == "ast" and site in kept:
             dump = ast.dump(tree)
-            if any(dump == ast.dump(ast.parse(t)) for t in kept[site]):
+            if any(dump == ast.dump(python_ast.parse(t)) for t in kept[site]):
                 continue
         kept.setdefault(site, []).append(mutated_chunk)
         seen_text.add((e.chunk, mutated_chunk))

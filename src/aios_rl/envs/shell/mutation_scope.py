@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell import python_ast
 from aios_rl.envs.shell.patches import split_lines
 
 
@@ -25,7 +26,7 @@ class Source:
     def __init__(self, text: str) -> None:
         self.text = text
         try:
-            self.tree = ast.parse(text)
+            self.tree = python_ast.parse(text)
         except (SyntaxError, ValueError) as exc:
             raise EnvError(f"cannot parse module source: {exc}") from exc
         self.lines = split_lines(text)

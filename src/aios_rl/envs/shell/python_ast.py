@@ -1,0 +1,25 @@
+"""``ast.parse`` behind one process-wide lock: CPython 3.11 cannot parse in two threads at once.
+
+CPython 3.11 keeps the AST converter's recursion depth in interpreter-wide state. When two threads parse
+at the same time and the garbage collector runs Python code in the middle of one conversion (a finalizer,
+say), the threads switch and the depth counter of one is changed by the other; the parse then fails with
+``SystemError: AST constructor recursion depth mismatch``. The environment workers of a rollout run in a
+thread pool and each parses the working copy's sources for its candidates, so that happened here (in a
+test of `shell train` under load). Later CPython versions keep the depth per parse (CPython issue
+gh-106905); the lock costs nothing measurable beside the sandboxed test runs the workers wait on.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+
+__all__ = ["parse"]
+
+_LOCK = threading.Lock()
+
+
+def parse(source: str) -> ast.Module:
+    """``ast.parse(source)``, never at the same time as another thread's (SyntaxError as usual)."""
+    with _LOCK:
+        return ast.parse(source)
