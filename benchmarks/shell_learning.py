@@ -9,6 +9,9 @@ never seen in training. The gated configurations (``--configs distill+gate,disti
 ``--val-fraction``) run `shell train`'s validation gate on the validation tasks with ``rule: mean``: an epoch
 whose update scores worse there (greedy) than its parent is rolled back (campaign/validation). Their "val %"
 column is then measured on the tasks they were selected on, so it flatters them; compare holdout columns.
+``distill+rl+distinct`` and ``rl+distinct`` are the RL configurations with ``distinct_first`` on (a task's
+group draws its first actions without replacement), to be compared with ``distill+rl`` and ``rl`` run beside
+them from the same warm start and seeds.
 
 Run: ``.venv/bin/python benchmarks/shell_learning.py [--seeds 3] [--epochs 5] ...`` (defaults are the
 issue's targets; see --help). Results also go to ``--out/results.json``.
@@ -46,9 +49,12 @@ CONFIGS = {
     "distillation + RL": {"teacher": "oracle", "rl": True},
     "distillation only, gated": {"teacher": "oracle", "rl": False, "gate": True},
     "distillation + RL, gated": {"teacher": "oracle", "rl": True, "gate": True},
+    "distillation + RL, distinct": {"teacher": "oracle", "rl": True, "distinct_first": True},
+    "pure RL, distinct": {"teacher": "none", "rl": True, "distinct_first": True},
 }
 SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "distill+rl": "distillation + RL",
-         "distill+gate": "distillation only, gated", "distill+rl+gate": "distillation + RL, gated"}
+         "distill+gate": "distillation only, gated", "distill+rl+gate": "distillation + RL, gated",
+         "distill+rl+distinct": "distillation + RL, distinct", "rl+distinct": "pure RL, distinct"}
 
 
 def env_factory(sandbox: Sandbox):
@@ -180,11 +186,12 @@ def main() -> None:
         if not args.no_baselines:
             add("uniform-random candidates", holdout_eval(UniformPolicy(), tasks_dir, sandbox, seed))
         warm_run, warm_minutes = args.out / f"seed{seed}-warm-start", 0.0
+        untrained_done = False  # the untrained student is evaluated once per seed, before the first pure RL run
         for name, config in chosen.items():
             overrides = {k: v for k, v in config.items() if k != "gate"}
             gated = config.get("gate", False)
             run = args.out / (f"seed{seed}-{name.split()[0]}-{overrides['teacher']}-{int(overrides['rl'])}"
-                              + ("-gate" if gated else ""))
+                              + ("-gate" if gated else "") + ("-distinct" if overrides.get("distinct_first") else ""))
             cfg = ShellTrainConfig(epochs=args.epochs, tasks_per_epoch=args.tasks_per_epoch,
                                    group_size=args.group_size, seed=seed, **overrides)
             if gated:
@@ -205,7 +212,8 @@ def main() -> None:
                 cfg = cfg.model_copy(update={"trainer": trainer})
             start = time.perf_counter()
             training = ShellTraining(run, tasks_dir, cfg)
-            if name == "pure RL (--teacher none)" and not args.no_baselines:
+            if overrides["teacher"] == "none" and not args.no_baselines and not untrained_done:
+                untrained_done = True
                 tensors, meta = training.plane.load_checkpoint("ckpt-0000")
                 add("untrained student", holdout_eval(restore_student(meta["policy"], tensors), tasks_dir, sandbox, seed))
             training.warm_start()

@@ -314,3 +314,16 @@ def test_duplicate_candidates_are_one_action(model_dir: Path) -> None:
     draws = [s.act(obs, [ENV], DecodingRegime(), generator)[0] for _ in range(6)]
     stops = [d for d in draws if d.action == "stop"]
     assert stops and all(d.logprob == pytest.approx(float(ev.logprobs[0].detach()), abs=1e-5) for d in stops)
+
+
+def test_score_mode_draws_distinct_candidates_for_a_group(model_dir: Path) -> None:
+    s = student(model_dir)
+    obs = [OBSERVATIONS[2]] * 4  # four candidates
+    for seed in range(3):
+        samples = s.act(obs, [ENV] * 4, DecodingRegime(), torch.Generator().manual_seed(seed), distinct=["t"] * 4)
+        assert sorted(x.index for x in samples) == [0, 1, 2, 3]
+        ev = s.evaluate(obs, [ENV] * 4, [x.action for x in samples])
+        assert ev.logprobs.tolist() == pytest.approx([x.logprob for x in samples], abs=1e-5)
+    plain = s.act(OBSERVATIONS, [ENV] * 3, DecodingRegime(), torch.Generator().manual_seed(1))
+    grouped = s.act(OBSERVATIONS, [ENV] * 3, DecodingRegime(), torch.Generator().manual_seed(1), distinct=[None] * 3)
+    assert [x.action for x in plain] == [x.action for x in grouped]  # no group: the same draws

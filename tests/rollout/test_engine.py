@@ -20,6 +20,7 @@ from aios_rl.contracts.episode import (
 )
 from aios_rl.control.reward import RewardConfig
 from aios_rl.policy.base import ActionSample
+from aios_rl.policy.uniform import UniformPolicy
 from aios_rl.rollout.allocators import AllocatorConfig, RolloutBudget, make_allocator
 from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.engine import RolloutEngine
@@ -292,3 +293,22 @@ def test_finalize_charges_the_invalid_action_penalty_per_flagged_step() -> None:
     fused = finalize(episode, task, None, RewardConfig(invalid_action_penalty=0.25))
     assert fused.reward == pytest.approx(-1.5) and fused.reward_components.step_penalty == pytest.approx(0.5)
     assert finalize(episode, task, None, RewardConfig(invalid_action_penalty=0.0)).reward == -1.0
+
+
+def test_distinct_first_gives_each_group_different_first_moves_and_leaves_the_rest_free() -> None:
+    counts = Counts()
+    engine = RolloutEngine(lambda: ToyEnv(counts), make_allocator("uniform-3"), max_steps=LENGTH, distinct_first=True)
+    later_repeats = 0
+    for seed in range(8):
+        batch = engine.collect(UniformPolicy(), tasks(2), RolloutBudget(6), seed=seed, policy_version="v0")
+        for group in batch.groups:
+            assert sorted(e.trajectory[0].action for e in group.episodes) == sorted(MOVES)  # 3 moves, 3 rollouts
+            later_repeats += len({e.trajectory[1].action for e in group.episodes}) < 3
+    assert later_repeats > 0  # only the first action is drawn without replacement
+    plain = RolloutEngine(lambda: ToyEnv(counts), make_allocator("uniform-3"), max_steps=LENGTH)
+    first_repeats = sum(
+        len({e.trajectory[0].action for e in g.episodes}) < 3
+        for seed in range(8)
+        for g in plain.collect(UniformPolicy(), tasks(2), RolloutBudget(6), seed=seed, policy_version="v0").groups
+    )
+    assert first_repeats > 0  # without it the same seeds repeat first moves, so the check above can fail

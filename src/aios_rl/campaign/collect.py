@@ -74,8 +74,12 @@ class RolloutCollector:
         teacher: Teacher | None,
         reward_config: RewardConfig,
         on_group: Callable[[GroupOutcome], None] | None = None,
+        distinct_first: bool = False,
     ) -> BatchResult:
-        """Run one epoch's groups; the batch budget is the tasks' caps (or what is left of the run's)."""
+        """Run one epoch's groups; the batch budget is the tasks' caps (or what is left of the run's).
+
+        ``distinct_first``: a task's fresh rollouts draw distinct first actions (``run_rollouts``).
+        """
         if epoch != self.saved_epoch + 1:
             log.warning(
                 "epoch %d starts from the allocator state saved after epoch %d", epoch, self.saved_epoch
@@ -90,6 +94,7 @@ class RolloutCollector:
             workers=workers,
             teacher=teacher,
             reward_config=reward_config,
+            distinct_first=distinct_first,
         )
         store = self._open_traces()
         try:

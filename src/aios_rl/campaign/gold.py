@@ -7,7 +7,7 @@ both kinds. Episodes carry their verification; the oracle judges them from the r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 
 import torch
@@ -35,8 +35,9 @@ class ReferencePolicy(UniformPolicy):
         environments: Sequence[str],
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
+        distinct: Sequence[Hashable | None] | None = None,
     ) -> list[ActionSample]:
-        random_samples = super().act(observations, environments, regime, generator)
+        random_samples = super().act(observations, environments, regime, generator, distinct)
         return [
             ActionSample(self.action, obs.candidates.index(self.action), 0.0, 0.0, 0.0)
             if self.action in obs.candidates else sample

@@ -85,6 +85,11 @@ class ShellTrainConfig(ConfigModel):
     )
     temperature: float = Field(default=1.0, gt=0, description="Sampling temperature of training rollouts.")
     top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus mass of training rollouts.")
+    distinct_first: bool = Field(
+        default=False, description="The fresh rollouts of a task in an epoch draw distinct first actions (without "
+        "replacement while the student gives other candidates mass), so a group of G tries G different first "
+        "moves instead of repeating the one the student is sure of (policy/sampling).",
+    )
     teacher: str = Field(
         default="oracle",
         description="none, or teacher backends in fallback order: oracle, claude, codex, gemini, opencode, openai "
@@ -460,7 +465,7 @@ class ShellTraining:
         batch = self.collector.collect(
             self.make_env, self.policy, chosen, epoch=epoch, seed=rng.randrange(1 << 30), policy_version=active,
             regime=regime, max_steps=cfg.env.max_steps, workers=cfg.workers, teacher=self.teacher,
-            reward_config=cfg.reward, on_group=group_done,
+            reward_config=cfg.reward, on_group=group_done, distinct_first=cfg.distinct_first,
         )
         self.budget.add(batch.ledger)
         episodes, groups = batch.training_batch()  # branches train in their task's group; dropped groups do not

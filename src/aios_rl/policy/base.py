@@ -7,7 +7,7 @@ one rollout engine serve either.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -68,6 +68,10 @@ class Policy(Protocol):
     accept the keywords ``token_ids=`` and ``loss_mask=`` in ``evaluate``, one recorded row (or None) per
     observation, and re-score exactly those tokens. Trainers pass them only for steps that recorded tokens
     (``algos.batch.evaluate_steps``), so a policy that never records any keeps the three-argument form.
+
+    ``act``'s ``distinct`` gives each observation a group id (or None): a policy that chooses among
+    candidates draws distinct ones for the rows of a group while it can (``policy.sampling``), so a GRPO
+    group's first actions differ. The rollout runner passes it only when asked to (``distinct_first``).
     """
 
     hidden_size: int
@@ -78,6 +82,7 @@ class Policy(Protocol):
         environments: Sequence[str],
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
+        distinct: Sequence[Hashable | None] | None = None,
     ) -> list[ActionSample]: ...
 
     def evaluate(

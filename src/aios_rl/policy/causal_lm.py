@@ -25,7 +25,7 @@ importance ratio would otherwise carry dropout noise.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +41,7 @@ from aios_rl.contracts.episode import DecodingRegime, Observation
 from aios_rl.contracts.errors import PolicyError
 from aios_rl.policy.base import ActionSample, Evaluation
 from aios_rl.policy.lm_prompt import build_prompt_ids, candidate_response, parse_action_json
+from aios_rl.policy.sampling import draw_indices
 
 __all__ = ["CausalLMStudentConfig", "CausalLMStudent", "sampling_logprobs"]
 
@@ -214,6 +215,7 @@ class CausalLMStudent:
         environments: Sequence[str],
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
+        distinct: Sequence[Hashable | None] | None = None,
     ) -> list[ActionSample]:
         """Choose one action per observation (see the module docstring for the two modes).
 
@@ -222,6 +224,9 @@ class CausalLMStudent:
             environments: environment id per observation (named in the system message).
             regime: temperature and top-p.
             generator: CPU generator for reproducible sampling; None uses torch's global RNG.
+            distinct: score mode: a group id per observation; rows of one group draw distinct candidates
+                while their distributions have mass left (``policy.sampling.draw_indices``). Generate mode
+                writes free text, so its rows always draw independently.
 
         Returns:
             One :class:`ActionSample` per observation; ``logprob`` and ``token_logprobs`` are under the
@@ -236,7 +241,7 @@ class CausalLMStudent:
             return []
         with torch.no_grad():
             if self.config.mode == "score":
-                return self._act_score(observations, environments, regime, generator)
+                return self._act_score(observations, environments, regime, generator, distinct)
             return self._act_generate(observations, environments, regime, generator)
 
     def evaluate(
@@ -339,16 +344,23 @@ class CausalLMStudent:
         environments: Sequence[str],
         regime: DecodingRegime,
         generator: torch.Generator | None,
+        distinct: Sequence[Hashable | None] | None,
     ) -> list[ActionSample]:
         table = self._candidate_table(observations, environments)
         logp = _masked_log_softmax(table.logits, table.mask)  # (B, C)
         entropy = -(logp.exp() * logp).masked_fill(~table.mask, 0.0).sum(-1)  # (B,)
         values = self.value_head(table.scores.prompt_hidden[table.first_row]).squeeze(-1)  # (B,)
+        samplings = [  # (C_b,) per row
+            sampling_logprobs(table.logits[b, : len(obs.candidates)], regime.temperature, regime.top_p)
+            for b, obs in enumerate(observations)
+        ]
+        if distinct is None:
+            indices = [_sample(sampling, generator) for sampling in samplings]
+        else:
+            rows = [sampling.exp() for sampling in samplings]
+            indices = draw_indices(rows, [obs.candidates for obs in observations], distinct, generator)
         samples = []
-        for b, obs in enumerate(observations):
-            count = len(obs.candidates)
-            sampling = sampling_logprobs(table.logits[b, :count], regime.temperature, regime.top_p)  # (C,)
-            index = _sample(sampling, generator)
+        for b, (obs, sampling, index) in enumerate(zip(observations, samplings, indices)):
             # A candidate listed twice is one action: its probability is the sum over its positions.
             same = torch.tensor([c == obs.candidates[index] for c in obs.candidates], device=self.device)
             row = int(table.first_row[b]) + index

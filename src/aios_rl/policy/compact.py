@@ -28,7 +28,7 @@ alike, so the two agree whichever position was sampled.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ from aios_rl.policy.featurize import (
     lexical_overlap,
     stable_hash,
 )
+from aios_rl.policy.sampling import draw_indices
 
 __all__ = ["CandidateScores", "CompactStudent", "CompactStudentConfig"]
 
@@ -199,6 +200,7 @@ class CompactStudent(nn.Module):
         environments: Sequence[str],
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
+        distinct: Sequence[Hashable | None] | None = None,
     ) -> list[ActionSample]:
         """Sample one candidate per observation under ``regime`` (no gradients).
 
@@ -212,6 +214,9 @@ class CompactStudent(nn.Module):
             environments: the environment id of each observation.
             regime: temperature and top-p.
             generator: CPU generator for reproducible sampling (the global RNG when None).
+            distinct: a group id per observation; in a sampled regime, rows of one group draw distinct
+                candidates while their distributions have mass left (``policy.sampling.draw_indices``).
+                None: independent draws. A greedy regime takes the argmax either way.
 
         Returns:
             One :class:`ActionSample` per observation: ``logprob`` under the sampling distribution
@@ -235,7 +240,12 @@ class CompactStudent(nn.Module):
                 probs = torch.zeros_like(logits).scatter_(1, index[:, None], 1.0)  # (B, C)
             else:
                 probs = _sampling_probs(logits, mask, regime.temperature, regime.top_p)  # (B, C)
-                index = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+                if distinct is None:
+                    index = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+                else:
+                    rows = [probs[b, : len(o.candidates)] for b, o in enumerate(observations)]
+                    drawn = draw_indices(rows, [o.candidates for o in observations], distinct, generator)
+                    index = torch.tensor(drawn)  # (B,)
         samples = []
         for b, obs in enumerate(observations):
             j = int(index[b])

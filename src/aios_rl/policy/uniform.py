@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import torch
@@ -11,6 +11,7 @@ import torch
 from aios_rl.contracts.episode import DecodingRegime, Observation
 from aios_rl.contracts.errors import PolicyError
 from aios_rl.policy.base import ActionSample, Evaluation
+from aios_rl.policy.sampling import draw_indices
 
 
 class UniformPolicy:
@@ -24,13 +25,19 @@ class UniformPolicy:
         environments: Sequence[str],
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
+        distinct: Sequence[Hashable | None] | None = None,
     ) -> list[ActionSample]:
+        """One uniform draw per observation; rows sharing a ``distinct`` id draw distinct candidates."""
+        if any(not obs.candidates for obs in observations):
+            raise PolicyError("the uniform policy needs candidates to choose from")
+        if distinct is None:
+            indices = [int(torch.randint(len(obs.candidates), (1,), generator=generator)) for obs in observations]
+        else:
+            rows = [torch.full((len(obs.candidates),), 1.0 / len(obs.candidates)) for obs in observations]
+            indices = draw_indices(rows, [obs.candidates for obs in observations], distinct, generator)
         samples = []
-        for obs in observations:
+        for obs, index in zip(observations, indices):
             n = len(obs.candidates)
-            if n == 0:
-                raise PolicyError("the uniform policy needs candidates to choose from")
-            index = int(torch.randint(n, (1,), generator=generator))
             samples.append(ActionSample(obs.candidates[index], index, -math.log(n), math.log(n), 0.0))
         return samples
 

@@ -104,6 +104,7 @@ def run_rollouts(
     workers: int = 2,
     budget: Budget | None = None,
     snapshots: bool = False,
+    distinct_first: bool = False,
 ) -> list[Rollout]:
     """Run every job to the end and return its verified, rewarded rollout, in job order.
 
@@ -111,6 +112,8 @@ def run_rollouts(
         generator: the sampling generator; with the jobs' seeds it makes the run reproducible.
         budget: the ledger to add this run's rollouts, branches, steps, forwards and wall time to.
         snapshots: keep an environment snapshot before every action, so the rollouts can be branched.
+        distinct_first: the fresh jobs of one task draw distinct first actions (the policy's ``act`` with
+            ``distinct``), so a group of G tries G different first moves while the policy offers them.
     """
     budget = budget if budget is not None else Budget()
     start = time.perf_counter()
@@ -126,7 +129,7 @@ def run_rollouts(
                     need = [item for item in running if len(item.snapshots) == len(item.steps)]
                     for item, snap in zip(need, pool.map(lambda item: item.env.snapshot(), need)):
                         item.snapshots.append(snap)
-                samples = _act(running, policy, generator, budget)
+                samples = _act(running, policy, generator, budget, distinct_first)
                 list(pool.map(lambda pair: _advance(*pair), zip(running, samples)))
                 budget.env_steps += len(running)
             verifications = list(pool.map(lambda item: _verify(item.env), live))
@@ -204,18 +207,26 @@ def _start(job: RolloutJob, env: Env) -> _Live:
 
 
 def _act(
-    running: list[_Live], policy: Policy, generator: torch.Generator, budget: Budget
+    running: list[_Live], policy: Policy, generator: torch.Generator, budget: Budget, distinct_first: bool
 ) -> list[ActionSample]:
-    """One batched ``act`` per decoding regime (in order of first appearance, so runs are reproducible)."""
+    """One batched ``act`` per decoding regime (in order of first appearance, so runs are reproducible).
+
+    With ``distinct_first``, fresh rollouts still at their reset state are grouped by task: the environment
+    resets a task to the same state whatever the seed, so their observations are the same.
+    """
     by_regime: dict[DecodingRegime, list[int]] = {}
     for i, item in enumerate(running):
         by_regime.setdefault(item.job.regime, []).append(i)
     samples: list[ActionSample | None] = [None] * len(running)
     for regime, index in by_regime.items():
         members = [running[i] for i in index]
-        out = policy.act(
-            [m.observation for m in members], [m.job.task.environment for m in members], regime, generator
-        )
+        observations = [m.observation for m in members]
+        environments = [m.job.task.environment for m in members]
+        if distinct_first:
+            groups = [m.job.task.task_id if not m.steps and m.job.fork is None else None for m in members]
+            out = policy.act(observations, environments, regime, generator, distinct=groups)
+        else:
+            out = policy.act(observations, environments, regime, generator)
         budget.policy_forwards += 1
         budget.candidates_scored += sum(len(m.observation.candidates) for m in members)
         budget.tokens_generated += sum(len(s.token_ids or ()) for s in out)
