@@ -354,11 +354,8 @@ class CausalLMStudent:
             sampling_logprobs(table.logits[b, : len(obs.candidates)], regime.temperature, regime.top_p)
             for b, obs in enumerate(observations)
         ]
-        if distinct is None:
-            indices = [_sample(sampling, generator) for sampling in samplings]
-        else:
-            rows = [sampling.exp() for sampling in samplings]
-            indices = draw_indices(rows, [obs.candidates for obs in observations], distinct, generator)
+        rows = [sampling.exp() for sampling in samplings]  # without groups: one draw per row, as _sample does
+        indices = draw_indices(rows, [obs.candidates for obs in observations], distinct, generator)
         samples = []
         for b, (obs, sampling, index) in enumerate(zip(observations, samplings, indices)):
             # A candidate listed twice is one action: its probability is the sum over its positions.

@@ -54,11 +54,10 @@ class TeacherCache:
         self.path = path
         self._lock = threading.Lock()
         try:
-            if path is not None:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
             if path is None:
                 self._conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
             else:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
                 self._conn = connect_wal(Path(path), check_same_thread=False)
             self._conn.execute(_SCHEMA)
         except (sqlite3.DatabaseError, OSError) as exc:

@@ -6,7 +6,8 @@ say), the threads switch and the depth counter of one is changed by the other; t
 ``SystemError: AST constructor recursion depth mismatch``. The environment workers of a rollout run in a
 thread pool and each parses the working copy's sources for its candidates, so that happened here (in a
 test of `shell train` under load). Later CPython versions keep the depth per parse (CPython issue
-gh-106905); the lock costs nothing measurable beside the sandboxed test runs the workers wait on.
+gh-106905). The lock's cost was not measured; a parse of one module is short beside the sandboxed test
+runs the workers otherwise wait on.
 """
 
 from __future__ import annotations
