@@ -11,7 +11,9 @@ whose update scores worse there (greedy) than its parent is rolled back (campaig
 column is then measured on the tasks they were selected on, so it flatters them; compare holdout columns.
 ``distill+rl+distinct`` and ``rl+distinct`` are the RL configurations with ``distinct_first`` on (a task's
 group draws its first actions without replacement), to be compared with ``distill+rl`` and ``rl`` run beside
-them from the same warm start and seeds.
+them from the same warm start and seeds. ``distill+rl+states`` and ``rl+states`` turn on ``distinct_states``
+instead (no action drawn twice from one state within a task's group: a group of 4 tries up to 24 different
+patches from the opening state).
 
 Run: ``.venv/bin/python benchmarks/shell_learning.py [--seeds 3] [--epochs 5] ...`` (defaults are the
 issue's targets; see --help). Results also go to ``--out/results.json``.
@@ -51,10 +53,13 @@ CONFIGS = {
     "distillation + RL, gated": {"teacher": "oracle", "rl": True, "gate": True},
     "distillation + RL, distinct": {"teacher": "oracle", "rl": True, "distinct_first": True},
     "pure RL, distinct": {"teacher": "none", "rl": True, "distinct_first": True},
+    "distillation + RL, distinct states": {"teacher": "oracle", "rl": True, "distinct_states": True},
+    "pure RL, distinct states": {"teacher": "none", "rl": True, "distinct_states": True},
 }
 SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "distill+rl": "distillation + RL",
          "distill+gate": "distillation only, gated", "distill+rl+gate": "distillation + RL, gated",
-         "distill+rl+distinct": "distillation + RL, distinct", "rl+distinct": "pure RL, distinct"}
+         "distill+rl+distinct": "distillation + RL, distinct", "rl+distinct": "pure RL, distinct",
+         "distill+rl+states": "distillation + RL, distinct states", "rl+states": "pure RL, distinct states"}
 
 
 def env_factory(sandbox: Sandbox):
@@ -191,7 +196,9 @@ def main() -> None:
             overrides = {k: v for k, v in config.items() if k != "gate"}
             gated = config.get("gate", False)
             run = args.out / (f"seed{seed}-{name.split()[0]}-{overrides['teacher']}-{int(overrides['rl'])}"
-                              + ("-gate" if gated else "") + ("-distinct" if overrides.get("distinct_first") else ""))
+                              + ("-gate" if gated else "")
+                              + ("-distinct" if overrides.get("distinct_first") else "")
+                              + ("-states" if overrides.get("distinct_states") else ""))
             cfg = ShellTrainConfig(epochs=args.epochs, tasks_per_epoch=args.tasks_per_epoch,
                                    group_size=args.group_size, seed=seed, **overrides)
             if gated:

@@ -327,3 +327,9 @@ def test_score_mode_draws_distinct_candidates_for_a_group(model_dir: Path) -> No
     plain = s.act(OBSERVATIONS, [ENV] * 3, DecodingRegime(), torch.Generator().manual_seed(1))
     grouped = s.act(OBSERVATIONS, [ENV] * 3, DecodingRegime(), torch.Generator().manual_seed(1), distinct=[None] * 3)
     assert [x.action for x in plain] == [x.action for x in grouped]  # no group: the same draws
+    drawn: dict = {}  # a group's draws remembered across calls, as the runner's distinct="states" keeps them
+    generator = torch.Generator().manual_seed(2)
+    picks = [s.act([OBSERVATIONS[2]], [ENV], DecodingRegime(), generator, distinct=["t"], drawn=drawn)[0]
+             for _ in range(4)]
+    picks = [x.index for x in picks]
+    assert sorted(picks) == [0, 1, 2, 3]

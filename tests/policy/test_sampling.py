@@ -59,6 +59,20 @@ def test_a_text_listed_twice_is_one_action() -> None:
             assert second == 2
 
 
+def test_drawn_carries_a_groups_draws_across_calls_and_is_updated_in_place() -> None:
+    p = torch.tensor([0.7, 0.2, 0.1])
+    texts = ["a", "b", "c"]
+    generator = torch.Generator().manual_seed(4)
+    for _ in range(50):
+        drawn: dict = {}
+        calls = [draw_indices([p], [texts], ["g"], generator, drawn)[0] for _ in range(3)]
+        assert sorted(calls) == [0, 1, 2] and drawn == {"g": {"a", "b", "c"}}
+        assert draw_indices([p], [texts], ["h"], generator, drawn)[0] in (0, 1, 2)  # other groups are free
+    repeats = sum(len(set(draw_indices([p], [texts], ["g"], generator)[0] for _ in range(3))) < 3
+                  for _ in range(50))
+    assert repeats > 40  # without the memory, separate calls repeat the likely action
+
+
 def test_one_group_id_per_row() -> None:
     with pytest.raises(PolicyError, match="one per row"):
         draw_indices([torch.tensor([1.0])], [["a"]], ["g", "g"], None)
@@ -85,6 +99,21 @@ def test_the_compact_student_draws_distinct_first_actions_and_records_its_own_lo
     assert repeats > 0  # independent draws do repeat here, so the assertion above could fail
     greedy = student.act(obs, ["shell"] * 4, DecodingRegime(temperature=1e-6), None, distinct=["t"] * 4)
     assert len({s.action for s in greedy}) == 1 and all(s.logprob == 0.0 for s in greedy)
+
+
+def test_the_compact_student_excludes_what_its_group_drew_in_earlier_calls() -> None:
+    student = CompactStudent(CompactStudentConfig(seed=0))
+    regime = DecodingRegime(temperature=1.0)
+    generator = torch.Generator().manual_seed(0)
+    drawn: dict = {}
+    remembered = [student.act([observation(6)], ["shell"], regime, generator, distinct=["t"], drawn=drawn)[0]
+                  for _ in range(6)]
+    assert sorted(s.index for s in remembered) == list(range(6)) and len(drawn["t"]) == 6
+    evaluation = student.evaluate([observation(6)] * 6, ["shell"] * 6, [s.action for s in remembered])
+    assert torch.allclose(torch.tensor([s.logprob for s in remembered]), evaluation.logprobs, atol=1e-5)
+    forgetful = [student.act([observation(6)], ["shell"], regime, generator, distinct=["t"])[0]
+                 for _ in range(6)]
+    assert len({s.index for s in forgetful}) < 6  # separate calls without the memory repeat themselves
 
 
 def test_the_uniform_policy_draws_a_permutation_for_a_full_group() -> None:

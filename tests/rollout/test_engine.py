@@ -20,6 +20,7 @@ from aios_rl.contracts.episode import (
 )
 from aios_rl.control.reward import RewardConfig
 from aios_rl.policy.base import ActionSample
+from aios_rl.policy.sampling import draw_indices
 from aios_rl.policy.uniform import UniformPolicy
 from aios_rl.rollout.allocators import AllocatorConfig, RolloutBudget, make_allocator
 from aios_rl.rollout.budget import Budget
@@ -297,7 +298,8 @@ def test_finalize_charges_the_invalid_action_penalty_per_flagged_step() -> None:
 
 def test_distinct_first_gives_each_group_different_first_moves_and_leaves_the_rest_free() -> None:
     counts = Counts()
-    engine = RolloutEngine(lambda: ToyEnv(counts), make_allocator("uniform-3"), max_steps=LENGTH, distinct_first=True)
+    engine = RolloutEngine(lambda: ToyEnv(counts), make_allocator("uniform-3"), max_steps=LENGTH,
+                           distinct="first")
     later_repeats = 0
     for seed in range(8):
         batch = engine.collect(UniformPolicy(), tasks(2), RolloutBudget(6), seed=seed, policy_version="v0")
@@ -312,3 +314,48 @@ def test_distinct_first_gives_each_group_different_first_moves_and_leaves_the_re
         for g in plain.collect(UniformPolicy(), tasks(2), RolloutBudget(6), seed=seed, policy_version="v0").groups
     )
     assert first_repeats > 0  # without it the same seeds repeat first moves, so the check above can fail
+
+
+class LoopEnv(ToyEnv):
+    """The toy game whose observation shows only how many moves are left to make and a state key that
+    recurs: every "idle" returns to the opening state, as `revert` does in the shell."""
+
+    def _obs(self) -> Observation:
+        opening = not self.history or self.history[-1] == "idle"
+        return Observation(text=f"{LENGTH - len(self.history)} left", candidates=LOOP_MOVES,
+                           features={"step": float(len(self.history))},
+                           state_key="opening" if opening else f"after {self.history[-1]}")
+
+
+LOOP_MOVES = ["good", "bad", "idle", "g2", "g3", "g4", "g5", "g6"]
+
+
+class Preferring(UniformPolicy):
+    """A sharp policy: 0.9 on "idle", the rest spread; honours ``distinct`` and ``drawn``."""
+
+    def act(self, observations, environments, regime, generator=None, distinct=None, drawn=None):
+        rows = [torch.tensor([0.9 if c == "idle" else 0.1 / (len(o.candidates) - 1) for c in o.candidates])
+                for o in observations]
+        picks = draw_indices(rows, [o.candidates for o in observations], distinct, generator, drawn)
+        return [ActionSample(o.candidates[j], j, math.log(float(r[j])), 1.0, 0.0)
+                for o, r, j in zip(observations, rows, picks)]
+
+
+def opening_draws(distinct: str, seed: int) -> list[list[str]]:
+    engine = RolloutEngine(lambda: LoopEnv(Counts()), make_allocator("uniform-2"), max_steps=LENGTH,
+                           distinct=distinct)
+    batch = engine.collect(Preferring(), tasks(1), RolloutBudget(2), seed=seed, policy_version="v0")
+    return [[s.action for e in g.episodes for s in e.trajectory if s.observation.state_key == "opening"]
+            for g in batch.groups]
+
+
+def test_distinct_states_never_draws_an_action_twice_from_a_state_the_group_shares() -> None:
+    shared = 0
+    for seed in range(10):
+        for actions in opening_draws("states", seed):
+            shared += len(actions) > 2
+            assert len(actions) == len(set(actions))  # 8 moves: none runs out within 2 rollouts x 4 steps
+    assert shared > 0  # the opening state recurs within and across the group's episodes
+    assert all(len(a) > len(set(a)) for seed in range(10) for a in opening_draws("first", seed))  # repeats
+    with pytest.raises(Exception, match="choose one of off, first, states"):
+        opening_draws("every", 0)

@@ -24,7 +24,7 @@ from aios_rl.policy.base import Policy
 from aios_rl.rollout.allocators import AllocatorConfig, RailAllocator, RolloutBudget, make_allocator
 from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.engine import BatchResult, GroupOutcome, RolloutEngine
-from aios_rl.rollout.runner import EnvFactory
+from aios_rl.rollout.runner import DistinctMode, EnvFactory
 from aios_rl.storage.rail_traces import RailTraceStore
 
 log = logging.getLogger(__name__)
@@ -74,11 +74,11 @@ class RolloutCollector:
         teacher: Teacher | None,
         reward_config: RewardConfig,
         on_group: Callable[[GroupOutcome], None] | None = None,
-        distinct_first: bool = False,
+        distinct: DistinctMode = "off",
     ) -> BatchResult:
         """Run one epoch's groups; the batch budget is the tasks' caps (or what is left of the run's).
 
-        ``distinct_first``: a task's fresh rollouts draw distinct first actions (``run_rollouts``).
+        ``distinct``: how a task's rollouts draw actions: off, first or states (``run_rollouts``).
         """
         if epoch != self.saved_epoch + 1:
             log.warning(
@@ -94,7 +94,7 @@ class RolloutCollector:
             workers=workers,
             teacher=teacher,
             reward_config=reward_config,
-            distinct_first=distinct_first,
+            distinct=distinct,
         )
         store = self._open_traces()
         try:

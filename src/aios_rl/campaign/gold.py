@@ -7,7 +7,7 @@ both kinds. Episodes carry their verification; the oracle judges them from the r
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, MutableMapping, Sequence
 from pathlib import Path
 
 import torch
@@ -36,8 +36,9 @@ class ReferencePolicy(UniformPolicy):
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
         distinct: Sequence[Hashable | None] | None = None,
+        drawn: MutableMapping[Hashable, set[str]] | None = None,
     ) -> list[ActionSample]:
-        random_samples = super().act(observations, environments, regime, generator, distinct)
+        random_samples = super().act(observations, environments, regime, generator, distinct, drawn)
         return [
             ActionSample(self.action, obs.candidates.index(self.action), 0.0, 0.0, 0.0)
             if self.action in obs.candidates else sample

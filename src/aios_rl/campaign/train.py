@@ -90,6 +90,12 @@ class ShellTrainConfig(ConfigModel):
         "replacement while the student gives other candidates mass), so a group of G tries G different first "
         "moves instead of repeating the one the student is sure of (policy/sampling).",
     )
+    distinct_states: bool = Field(
+        default=False, description="The rollouts of a task in an epoch draw distinct actions at every "
+        "state they share (the opening state, and the states a revert returns to): no action is drawn twice "
+        "from one state while the student gives others mass, so a group explores up to group_size x "
+        "attempts different patches. Includes distinct_first.",
+    )
     teacher: str = Field(
         default="oracle",
         description="none, or teacher backends in fallback order: oracle, claude, codex, gemini, opencode, openai "
@@ -465,7 +471,8 @@ class ShellTraining:
         batch = self.collector.collect(
             self.make_env, self.policy, chosen, epoch=epoch, seed=rng.randrange(1 << 30), policy_version=active,
             regime=regime, max_steps=cfg.env.max_steps, workers=cfg.workers, teacher=self.teacher,
-            reward_config=cfg.reward, on_group=group_done, distinct_first=cfg.distinct_first,
+            reward_config=cfg.reward, on_group=group_done,
+            distinct="states" if cfg.distinct_states else "first" if cfg.distinct_first else "off",
         )
         self.budget.add(batch.ledger)
         episodes, groups = batch.training_batch()  # branches train in their task's group; dropped groups do not

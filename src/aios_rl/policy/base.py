@@ -7,7 +7,7 @@ one rollout engine serve either.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -71,7 +71,8 @@ class Policy(Protocol):
 
     ``act``'s ``distinct`` gives each observation a group id (or None): a policy that chooses among
     candidates draws distinct ones for the rows of a group while it can (``policy.sampling``), so a GRPO
-    group's first actions differ. The rollout runner passes it only when asked to (``distinct_first``).
+    group's first actions differ; ``drawn`` (optional) holds what each group drew in earlier calls, to be
+    excluded too and updated in place. The rollout runner passes them only when asked to (``distinct``).
     """
 
     hidden_size: int
@@ -83,6 +84,7 @@ class Policy(Protocol):
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
         distinct: Sequence[Hashable | None] | None = None,
+        drawn: MutableMapping[Hashable, set[str]] | None = None,
     ) -> list[ActionSample]: ...
 
     def evaluate(

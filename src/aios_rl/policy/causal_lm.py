@@ -25,7 +25,7 @@ importance ratio would otherwise carry dropout noise.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -216,6 +216,7 @@ class CausalLMStudent:
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
         distinct: Sequence[Hashable | None] | None = None,
+        drawn: MutableMapping[Hashable, set[str]] | None = None,
     ) -> list[ActionSample]:
         """Choose one action per observation (see the module docstring for the two modes).
 
@@ -227,6 +228,8 @@ class CausalLMStudent:
             distinct: score mode: a group id per observation; rows of one group draw distinct candidates
                 while their distributions have mass left (``policy.sampling.draw_indices``). Generate mode
                 writes free text, so its rows always draw independently.
+            drawn: score mode: the actions each ``distinct`` group drew in earlier calls (excluded too;
+                updated in place).
 
         Returns:
             One :class:`ActionSample` per observation; ``logprob`` and ``token_logprobs`` are under the
@@ -241,7 +244,7 @@ class CausalLMStudent:
             return []
         with torch.no_grad():
             if self.config.mode == "score":
-                return self._act_score(observations, environments, regime, generator, distinct)
+                return self._act_score(observations, environments, regime, generator, distinct, drawn)
             return self._act_generate(observations, environments, regime, generator)
 
     def evaluate(
@@ -345,6 +348,7 @@ class CausalLMStudent:
         regime: DecodingRegime,
         generator: torch.Generator | None,
         distinct: Sequence[Hashable | None] | None,
+        drawn: MutableMapping[Hashable, set[str]] | None = None,
     ) -> list[ActionSample]:
         table = self._candidate_table(observations, environments)
         logp = _masked_log_softmax(table.logits, table.mask)  # (B, C)
@@ -355,7 +359,7 @@ class CausalLMStudent:
             for b, obs in enumerate(observations)
         ]
         rows = [sampling.exp() for sampling in samplings]  # without groups: one draw per row, as _sample does
-        indices = draw_indices(rows, [obs.candidates for obs in observations], distinct, generator)
+        indices = draw_indices(rows, [obs.candidates for obs in observations], distinct, generator, drawn)
         samples = []
         for b, (obs, sampling, index) in enumerate(zip(observations, samplings, indices)):
             # A candidate listed twice is one action: its probability is the sum over its positions.

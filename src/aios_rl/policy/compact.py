@@ -28,7 +28,7 @@ alike, so the two agree whichever position was sampled.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,6 +201,7 @@ class CompactStudent(nn.Module):
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
         distinct: Sequence[Hashable | None] | None = None,
+        drawn: MutableMapping[Hashable, set[str]] | None = None,
     ) -> list[ActionSample]:
         """Sample one candidate per observation under ``regime`` (no gradients).
 
@@ -217,6 +218,7 @@ class CompactStudent(nn.Module):
             distinct: a group id per observation; in a sampled regime, rows of one group draw distinct
                 candidates while their distributions have mass left (``policy.sampling.draw_indices``).
                 None: independent draws. A greedy regime takes the argmax either way.
+            drawn: the actions each ``distinct`` group drew in earlier calls (excluded too; updated in place).
 
         Returns:
             One :class:`ActionSample` per observation: ``logprob`` under the sampling distribution
@@ -240,12 +242,12 @@ class CompactStudent(nn.Module):
                 probs = torch.zeros_like(logits).scatter_(1, index[:, None], 1.0)  # (B, C)
             else:
                 probs = _sampling_probs(logits, mask, regime.temperature, regime.top_p)  # (B, C)
-                if distinct is None:
+                if distinct is None and drawn is None:
                     index = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
                 else:
                     rows = [probs[b, : len(o.candidates)] for b, o in enumerate(observations)]
-                    drawn = draw_indices(rows, [o.candidates for o in observations], distinct, generator)
-                    index = torch.tensor(drawn)  # (B,)
+                    texts = [o.candidates for o in observations]
+                    index = torch.tensor(draw_indices(rows, texts, distinct, generator, drawn))  # (B,)
         samples = []
         for b, obs in enumerate(observations):
             j = int(index[b])

@@ -9,13 +9,17 @@ draws from: Kool et al. 2019, https://arxiv.org/abs/1903.06059). A row whose dis
 left outside the earlier draws draws from the whole distribution again, so a group larger than the
 candidate set (or a greedy regime) still gets an action for every row.
 
+A caller may also keep the drawn actions of each group across calls (``drawn``): the rollout runner does
+so to make a task's rollouts draw distinct actions at every state they share, over a whole group's
+episodes, not only within one batched call.
+
 The log-probability a policy records for such a draw stays the one under its own sampling distribution
 (not the renormalised one), so the ratio against ``evaluate`` is 1 before an update as for any draw.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, MutableMapping, Sequence
 
 import torch
 from torch import Tensor
@@ -30,6 +34,7 @@ def draw_indices(
     candidates: Sequence[Sequence[str]],
     groups: Sequence[Hashable | None] | None,
     generator: torch.Generator | None,
+    drawn: MutableMapping[Hashable, set[str]] | None = None,
 ) -> list[int]:
     """One candidate index per row, drawn from ``probs[b]`` (1-D, over ``candidates[b]``, summing to 1).
 
@@ -40,13 +45,15 @@ def draw_indices(
         groups: a group id per row; rows with the same id (not None) draw distinct actions in row order.
             None: every row draws independently.
         generator: CPU generator for reproducible draws.
+        drawn: the actions each group drew in earlier calls, excluded like the earlier rows' (while mass is
+            left) and updated in place with this call's draws. None: this call's rows only.
 
     Raises:
         PolicyError: ``groups`` does not have one id per row.
     """
     if groups is not None and len(groups) != len(probs):
         raise PolicyError(f"distinct: {len(groups)} group ids for {len(probs)} observations; give one per row")
-    taken: dict[Hashable, set[str]] = {}
+    taken: MutableMapping[Hashable, set[str]] = {} if drawn is None else drawn
     out = []
     for b, (row, texts) in enumerate(zip(probs, candidates)):
         row = row.float().cpu()  # (C,)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, MutableMapping, Sequence
 from typing import Any
 
 import torch
@@ -26,15 +26,17 @@ class UniformPolicy:
         regime: DecodingRegime,
         generator: torch.Generator | None = None,
         distinct: Sequence[Hashable | None] | None = None,
+        drawn: MutableMapping[Hashable, set[str]] | None = None,
     ) -> list[ActionSample]:
-        """One uniform draw per observation; rows sharing a ``distinct`` id draw distinct candidates."""
+        """One uniform draw per observation; rows sharing a ``distinct`` id draw distinct candidates
+        (and none that ``drawn`` holds for their id)."""
         if any(not obs.candidates for obs in observations):
             raise PolicyError("the uniform policy needs candidates to choose from")
-        if distinct is None:
+        if distinct is None and drawn is None:
             indices = [int(torch.randint(len(obs.candidates), (1,), generator=generator)) for obs in observations]
         else:
             rows = [torch.full((len(obs.candidates),), 1.0 / len(obs.candidates)) for obs in observations]
-            indices = draw_indices(rows, [obs.candidates for obs in observations], distinct, generator)
+            indices = draw_indices(rows, [obs.candidates for obs in observations], distinct, generator, drawn)
         samples = []
         for obs, index in zip(observations, indices):
             n = len(obs.candidates)

@@ -53,7 +53,7 @@ from aios_rl.rollout.allocators import (
 )
 from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.rail_features import ContextInputs, reward_variance
-from aios_rl.rollout.runner import EnvFactory, Fork, Rollout, RolloutJob, run_rollouts
+from aios_rl.rollout.runner import DistinctMode, EnvFactory, Fork, Rollout, RolloutJob, run_rollouts
 
 __all__ = ["BatchResult", "GroupOutcome", "RolloutEngine"]
 
@@ -115,7 +115,7 @@ class RolloutEngine:
         make_env: builds one environment (with ``snapshot``/``restore`` when the allocator forks).
         allocator: any :class:`~aios_rl.rollout.allocators.Allocator` (``make_allocator(name)``).
         max_steps: the environment's step limit (RAIL's progress feature).
-        distinct_first: a task's fresh rollouts draw distinct first actions (``run_rollouts``).
+        distinct: how a task's rollouts draw actions: off, first or states (``run_rollouts``).
 
     Example:
         >>> engine = RolloutEngine(make_env, make_allocator("rail-16"), max_steps=12)
@@ -132,11 +132,11 @@ class RolloutEngine:
         workers: int = 2,
         teacher: Teacher | None = None,
         reward_config: RewardConfig | None = None,
-        distinct_first: bool = False,
+        distinct: DistinctMode = "off",
     ) -> None:
         self.make_env, self.allocator, self.max_steps = make_env, allocator, max_steps
         self.workers, self.teacher, self.reward_config = workers, teacher, reward_config
-        self.distinct_first = distinct_first  # fresh rollouts of a task draw distinct first actions
+        self.distinct = distinct  # off / first / states: how a task's rollouts draw actions (run_rollouts)
 
     def collect(
         self,
@@ -175,7 +175,7 @@ class RolloutEngine:
                     workers=self.workers,
                     budget=ledger,
                     snapshots=self.allocator.forks,
-                    distinct_first=self.distinct_first,
+                    distinct=self.distinct,
                 )
             )
             finished = {g: [next(rollouts) for _ in js] for g, js in pending.items()}

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -34,6 +34,7 @@ from aios_rl.contracts.episode import (
     Verification,
     utc_now,
 )
+from aios_rl.algos.batch import state_of
 from aios_rl.contracts.errors import AiosRlError
 from aios_rl.contracts.protocols import Env, Teacher
 from aios_rl.control.reward import RewardConfig, fuse_reward
@@ -43,6 +44,8 @@ from aios_rl.rollout.budget import Budget
 log = logging.getLogger(__name__)
 
 EnvFactory = Callable[[], Env]
+DistinctMode = Literal["off", "first", "states"]
+DISTINCT_MODES: tuple[str, ...] = ("off", "first", "states")
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ def run_rollouts(
     workers: int = 2,
     budget: Budget | None = None,
     snapshots: bool = False,
-    distinct_first: bool = False,
+    distinct: DistinctMode = "off",
 ) -> list[Rollout]:
     """Run every job to the end and return its verified, rewarded rollout, in job order.
 
@@ -112,11 +115,19 @@ def run_rollouts(
         generator: the sampling generator; with the jobs' seeds it makes the run reproducible.
         budget: the ledger to add this run's rollouts, branches, steps, forwards and wall time to.
         snapshots: keep an environment snapshot before every action, so the rollouts can be branched.
-        distinct_first: the fresh jobs of one task draw distinct first actions (the policy's ``act`` with
-            ``distinct``), so a group of G tries G different first moves while the policy offers them.
+        distinct: how a task's jobs draw actions (the policy's ``act`` with ``distinct``): ``off``,
+            independently; ``first``, the fresh jobs of a task draw distinct first actions, so a group of G
+            tries G different first moves while the policy offers them; ``states``, every action drawn from
+            a state the task's jobs share (the same ``state_key``: the opening state, and the states a
+            ``revert`` returns to) differs from all those drawn from it before in this call, so a group
+            tries up to G x (attempts) different patches from the opening state instead of repeating the
+            ones the policy likes best.
     """
+    if distinct not in DISTINCT_MODES:
+        raise AiosRlError(f"distinct={distinct!r}: choose one of {', '.join(DISTINCT_MODES)}")
     budget = budget if budget is not None else Budget()
     start = time.perf_counter()
+    drawn: dict[Any, set[str]] = {}  # distinct="states": the actions drawn from each (task, state) so far
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         envs = [make_env() for _ in jobs]
         try:
@@ -129,7 +140,7 @@ def run_rollouts(
                     need = [item for item in running if len(item.snapshots) == len(item.steps)]
                     for item, snap in zip(need, pool.map(lambda item: item.env.snapshot(), need)):
                         item.snapshots.append(snap)
-                samples = _act(running, policy, generator, budget, distinct_first)
+                samples = _act(running, policy, generator, budget, distinct, drawn)
                 list(pool.map(lambda pair: _advance(*pair), zip(running, samples)))
                 budget.env_steps += len(running)
             verifications = list(pool.map(lambda item: _verify(item.env), live))
@@ -207,12 +218,19 @@ def _start(job: RolloutJob, env: Env) -> _Live:
 
 
 def _act(
-    running: list[_Live], policy: Policy, generator: torch.Generator, budget: Budget, distinct_first: bool
+    running: list[_Live],
+    policy: Policy,
+    generator: torch.Generator,
+    budget: Budget,
+    distinct: DistinctMode,
+    drawn: dict[Any, set[str]],
 ) -> list[ActionSample]:
     """One batched ``act`` per decoding regime (in order of first appearance, so runs are reproducible).
 
-    With ``distinct_first``, fresh rollouts still at their reset state are grouped by task: the environment
-    resets a task to the same state whatever the seed, so their observations are the same.
+    With ``distinct="first"``, fresh rollouts still at their reset state are grouped by task: the
+    environment resets a task to the same state whatever the seed, so their observations are the same.
+    With ``"states"``, every rollout is grouped by its task and state (``algos.batch.state_of``), and
+    ``drawn`` keeps what each such group drew at earlier steps.
     """
     by_regime: dict[DecodingRegime, list[int]] = {}
     for i, item in enumerate(running):
@@ -222,9 +240,12 @@ def _act(
         members = [running[i] for i in index]
         observations = [m.observation for m in members]
         environments = [m.job.task.environment for m in members]
-        if distinct_first:
+        if distinct == "first":
             groups = [m.job.task.task_id if not m.steps and m.job.fork is None else None for m in members]
             out = policy.act(observations, environments, regime, generator, distinct=groups)
+        elif distinct == "states":
+            groups = [(m.job.task.task_id, state_of(m.observation)) for m in members]
+            out = policy.act(observations, environments, regime, generator, distinct=groups, drawn=drawn)
         else:
             out = policy.act(observations, environments, regime, generator)
         budget.policy_forwards += 1
