@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import torch
+from scipy.stats import binomtest
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.evaluate import evaluate
@@ -39,6 +40,7 @@ from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
 from aios_rl.campaign.validation import ValidationConfig
 from aios_rl.contracts.episode import DecodingRegime
 from aios_rl.contracts.errors import LineageError
+from aios_rl.control.plane import ControlPlane
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.sandbox import Sandbox
@@ -68,11 +70,52 @@ def env_factory(sandbox: Sandbox):
     return lambda: ShellBugfixEnv(config, sandbox=sandbox)
 
 
-def holdout_eval(policy, tasks_dir: Path, sandbox: Sandbox, seed: int) -> dict[str, float]:
+def holdout_eval(policy, tasks_dir: Path, sandbox: Sandbox, seed: int,
+                 solved: dict[str, int] | None = None) -> dict[str, float]:
+    """Greedy holdout success overall and per holdout kind; ``solved`` receives 1/0 per task id."""
     holdout = load_tasks(tasks_dir, split="holdout")
     train_repos = {t.oracle.get("metadata", {}).get("seed_repo") for t in load_tasks(tasks_dir, split="train")}
-    result = evaluate(policy, holdout, env_factory(sandbox), samples=1, seed=seed, group_of=holdout_group(train_repos))
+
+    def record(task, episodes) -> None:
+        if solved is not None:
+            solved[task.task_id] = int(all(e.outcome == "success" for e in episodes))
+
+    result = evaluate(policy, holdout, env_factory(sandbox), samples=1, seed=seed,
+                      group_of=holdout_group(train_repos), on_task=record)
     return {"holdout": result.success_rate, **result.by_group}
+
+
+# Paired comparisons printed by --merge: (configuration, the one it must beat), over every (seed, holdout task).
+PAIRED = [
+    ("distillation + RL", "distillation only"),
+    ("distillation + RL, distinct states", "distillation only"),
+    ("distillation + RL, distinct states", "distillation + RL"),
+    ("distillation + RL, gated", "distillation only, gated"),
+    ("distillation + RL, distinct", "distillation only"),
+    ("pure RL (--teacher none)", "untrained student"),
+    ("pure RL, distinct states", "untrained student"),
+    ("pure RL, distinct states", "pure RL (--teacher none)"),
+]
+
+
+def paired_lines(by_task: dict[str, dict[str, dict[str, int]]]) -> list[str]:
+    """For each pair in PAIRED present on common seeds: the (seed, task) pairs one solves and the other does
+    not, and the two-sided exact sign test over them (as the control plane's verdicts)."""
+    lines = []
+    for a, b in PAIRED:
+        seeds = sorted(set(by_task.get(a, {})) & set(by_task.get(b, {})), key=int)
+        if not seeds:
+            continue
+        better = worse = 0
+        for seed in seeds:
+            for task, won in by_task[a][seed].items():
+                other = by_task[b][seed].get(task)
+                better += other is not None and won > other
+                worse += other is not None and won < other
+        p = binomtest(better, better + worse, 0.5).pvalue if better + worse else 1.0
+        lines.append(f"{a} vs {b}: seeds {','.join(seeds)}: better on {better}, worse on {worse} "
+                     f"(seed, task) pairs; sign test p = {min(1.0, p):.3f}")
+    return lines
 
 
 def val_eval(policy, val_dir: Path, sandbox: Sandbox, seed: int, samples: int = 4) -> dict[str, float]:
@@ -145,7 +188,10 @@ def main() -> None:
                         help="a trainer setting for the epochs after the warm start (repeatable), e.g. update_epochs=4")
     parser.add_argument("--no-baselines", action="store_true", help="skip the uniform and untrained evaluations")
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
-                        help="print one table over these results-*.json files (seeds run in parallel) and exit")
+                        help="print one table over these results-*.json (and by-task-*.json) files and exit")
+    parser.add_argument("--rescore", action="store_true",
+                        help="evaluate again the runs an earlier invocation with the same --out, --tasks, --seeds, "
+                        "--first-seed and --label-fraction left, recording per-task outcomes in OUT/by-task-*.json")
     args = parser.parse_args()
     if args.merge:
         merge(args.merge)
@@ -163,6 +209,9 @@ def main() -> None:
     if args.label_fraction < 1 or args.val_fraction > 0:
         name = f"tasks-labels-{args.label_fraction:g}" + (f"-val-{args.val_fraction:g}" if args.val_fraction else "")
         tasks_dir, val_dir = derive_tasks(tasks_dir, args.out / name, args.label_fraction, args.val_fraction)
+    if args.rescore:
+        rescore(args, tasks_dir)
+        return
     try:
         trainer_update = dict(item.split("=", 1) for item in args.trainer)
         TrainerConfig.model_validate(trainer_update)
@@ -176,8 +225,13 @@ def main() -> None:
         for key, value in scores.items():
             rows.setdefault(name, {}).setdefault(key, []).append(value)
 
+    by_task: dict[str, dict[str, dict[str, int]]] = {}  # configuration -> seed -> task id -> solved
+
+    def scored(name: str, policy, seed: int) -> dict[str, float]:
+        return holdout_eval(policy, tasks_dir, sandbox, seed, by_task.setdefault(name, {}).setdefault(str(seed), {}))
+
     def add_trained(name: str, policy, seed: int) -> None:
-        add(name, holdout_eval(policy, tasks_dir, sandbox, seed))
+        add(name, scored(name, policy, seed))
         if val_dir is not None:
             add(name, val_eval(policy, val_dir, sandbox, seed))
 
@@ -189,16 +243,13 @@ def main() -> None:
         parser.error("the gated configurations need --val-fraction (the validation tasks they are gated on)")
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         if not args.no_baselines:
-            add("uniform-random candidates", holdout_eval(UniformPolicy(), tasks_dir, sandbox, seed))
+            add("uniform-random candidates", scored("uniform-random candidates", UniformPolicy(), seed))
         warm_run, warm_minutes = args.out / f"seed{seed}-warm-start", 0.0
         untrained_done = False  # the untrained student is evaluated once per seed, before the first pure RL run
         for name, config in chosen.items():
             overrides = {k: v for k, v in config.items() if k != "gate"}
             gated = config.get("gate", False)
-            run = args.out / (f"seed{seed}-{name.split()[0]}-{overrides['teacher']}-{int(overrides['rl'])}"
-                              + ("-gate" if gated else "")
-                              + ("-distinct" if overrides.get("distinct_first") else "")
-                              + ("-states" if overrides.get("distinct_states") else ""))
+            run = args.out / run_name(seed, name, config)
             cfg = ShellTrainConfig(epochs=args.epochs, tasks_per_epoch=args.tasks_per_epoch,
                                    group_size=args.group_size, seed=seed, **overrides)
             if gated:
@@ -222,7 +273,7 @@ def main() -> None:
             if overrides["teacher"] == "none" and not args.no_baselines and not untrained_done:
                 untrained_done = True
                 tensors, meta = training.plane.load_checkpoint("ckpt-0000")
-                add("untrained student", holdout_eval(restore_student(meta["policy"], tensors), tasks_dir, sandbox, seed))
+                add("untrained student", scored("untrained student", restore_student(meta["policy"], tensors), seed))
             training.warm_start()
             for epoch in range(training.epochs_done() + 1, cfg.epochs + 1):
                 try:
@@ -243,9 +294,11 @@ def main() -> None:
     print(f"\nshell learning benchmark: {args.seeds} seed(s), {args.epochs} epochs x {args.tasks_per_epoch} tasks "
           f"x group {args.group_size}, {args.count} generated tasks")
     print_table(rows, minutes)
+    for line in paired_lines(by_task):
+        print(line)
     suffix = args.configs.replace(",", "_").replace("+", "-")
     seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
-    (args.out / f"results-{suffix}-{seeds}.json").write_text(json.dumps({"rows": rows, "train_minutes": minutes, "args": vars(args)},
+    (args.out / f"results-{suffix}-{seeds}.json").write_text(json.dumps({"rows": rows, "train_minutes": minutes, "by_task": by_task, "args": vars(args)},
                                                       indent=2, default=str))
 
 
@@ -261,20 +314,62 @@ def print_table(rows: dict[str, dict[str, list[float]]], minutes: dict[str, list
 
 
 def merge(files: list[Path]) -> None:
-    """One table over the results files of runs split by seed (``--first-seed``), run in parallel."""
+    """One table over the results files of runs split by seed (``--first-seed``), run in parallel, and the
+    paired comparisons over the per-task outcomes they (or ``--rescore`` files) hold."""
     rows: dict[str, dict[str, list[float]]] = {}
     minutes: dict[str, list[float]] = {}
-    seeds = []
+    by_task: dict[str, dict[str, dict[str, int]]] = {}
+    seeds: set[int] = set()
     for file in files:
         data = json.loads(file.read_text())
-        seeds += range(int(data["args"]["first_seed"]), int(data["args"]["first_seed"]) + int(data["args"]["seeds"]))
-        for name, scores in data["rows"].items():
+        seeds.update(range(int(data["args"]["first_seed"]), int(data["args"]["first_seed"]) + int(data["args"]["seeds"])))
+        for name, scores in data.get("rows", {}).items():
             for key, values in scores.items():
                 rows.setdefault(name, {}).setdefault(key, []).extend(values)
-        for name, values in data["train_minutes"].items():
+        for name, values in data.get("train_minutes", {}).items():
             minutes.setdefault(name, []).extend(values)
+        for name, per_seed in data.get("by_task", {}).items():
+            by_task.setdefault(name, {}).update(per_seed)
     print(f"shell learning benchmark, merged: seeds {sorted(seeds)} from {len(files)} file(s)")
-    print_table(rows, minutes)
+    if rows:
+        print_table(rows, minutes)
+    for line in paired_lines(by_task):
+        print(line)
+
+
+def rescore(args: argparse.Namespace, tasks_dir: Path) -> None:
+    """Per-task holdout outcomes of the runs an earlier invocation left in ``--out`` (results files from
+    before per-task recording lack them): each run's active checkpoint is evaluated again, greedily with the
+    seed the benchmark used, and the rates are printed so they can be checked against the stored ones."""
+    sandbox = Sandbox()
+    by_task: dict[str, dict[str, dict[str, int]]] = {}
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        checkpoints = [("oracle warm start alone", args.out / f"seed{seed}-warm-start", "active")]
+        checkpoints += [(name, args.out / run_name(seed, name, CONFIGS[name]), "active") for name in CONFIGS]
+        pure = [run for name, run, _ in checkpoints if name.startswith("pure RL") and (run / "control.db").is_file()]
+        checkpoints += [("untrained student", run, "ckpt-0000") for run in pure[:1]]
+        for name, run, checkpoint in checkpoints:
+            if not (run / "control.db").is_file():
+                continue
+            plane = ControlPlane(run, writer=False)
+            try:
+                tensors, meta = plane.load_checkpoint(plane.resolve_checkpoint(checkpoint))
+            finally:
+                plane.close()
+            solved = by_task.setdefault(name, {}).setdefault(str(seed), {})
+            rate = holdout_eval(restore_student(meta["policy"], tensors), tasks_dir, sandbox, seed, solved)["holdout"]
+            print(f"seed {seed} {name}: {rate:.3f}", flush=True)
+    seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
+    (args.out / f"by-task-{seeds}.json").write_text(json.dumps({"by_task": by_task, "args": vars(args)},
+                                                               indent=2, default=str))
+
+
+def run_name(seed: int, name: str, config: dict) -> str:
+    """The run directory of configuration ``name`` for ``seed`` under ``--out``."""
+    return (f"seed{seed}-{name.split()[0]}-{config['teacher']}-{int(config['rl'])}"
+            + ("-gate" if config.get("gate") else "")
+            + ("-distinct" if config.get("distinct_first") else "")
+            + ("-states" if config.get("distinct_states") else ""))
 
 if __name__ == "__main__":
     main()

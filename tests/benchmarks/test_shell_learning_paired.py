@@ -1,0 +1,39 @@
+"""The learning benchmark's paired comparison over (seed, holdout task) outcomes."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from scipy.stats import binomtest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "shell_learning.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("shell_learning_bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_counts_discordant_pairs_on_common_seeds_and_tasks_only(bench) -> None:
+    by_task = {
+        "distillation + RL": {"0": {"a": 1, "b": 1, "c": 0, "d": 1}, "1": {"a": 1, "b": 0}, "2": {"a": 1}},
+        "distillation only": {"0": {"a": 0, "b": 1, "c": 1, "e": 0}, "1": {"a": 0, "b": 0}},
+    }
+    (line,) = bench.paired_lines(by_task)
+    # seed 2 has no partner, task d and e are each on one side only: better 0:a and 1:a, worse 0:c
+    assert "seeds 0,1:" in line and "better on 2, worse on 1" in line
+    assert f"p = {binomtest(2, 3, 0.5).pvalue:.3f}" in line
+
+
+def test_a_one_sided_sweep_is_significant_and_ties_print_p_one(bench) -> None:
+    sweep = {"pure RL (--teacher none)": {"0": {f"t{i}": 1 for i in range(9)}},
+             "untrained student": {"0": {f"t{i}": 0 for i in range(9)}}}
+    (line,) = bench.paired_lines(sweep)
+    assert "better on 9, worse on 0" in line and "p = 0.004" in line
+    tie = {"distillation + RL": {"0": {"a": 1}}, "distillation only": {"0": {"a": 1}}}
+    assert "p = 1.000" in bench.paired_lines(tie)[0]
