@@ -190,8 +190,9 @@ def main() -> None:
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
                         help="print one table over these results-*.json (and by-task-*.json) files and exit")
     parser.add_argument("--rescore", action="store_true",
-                        help="evaluate again the runs an earlier invocation with the same --out, --tasks, --seeds, "
-                        "--first-seed and --label-fraction left, recording per-task outcomes in OUT/by-task-*.json")
+                        help="evaluate again the --configs runs an earlier invocation with the same --out, --tasks, "
+                        "--seeds, --first-seed and --label-fraction left, recording per-task outcomes in "
+                        "OUT/by-task-*.json")
     args = parser.parse_args()
     if args.merge:
         merge(args.merge)
@@ -209,9 +210,6 @@ def main() -> None:
     if args.label_fraction < 1 or args.val_fraction > 0:
         name = f"tasks-labels-{args.label_fraction:g}" + (f"-val-{args.val_fraction:g}" if args.val_fraction else "")
         tasks_dir, val_dir = derive_tasks(tasks_dir, args.out / name, args.label_fraction, args.val_fraction)
-    if args.rescore:
-        rescore(args, tasks_dir)
-        return
     try:
         trainer_update = dict(item.split("=", 1) for item in args.trainer)
         TrainerConfig.model_validate(trainer_update)
@@ -239,6 +237,9 @@ def main() -> None:
     if unknown:
         parser.error(f"--configs: unknown {unknown}; choose from {', '.join(SHORT)}")
     chosen = {SHORT[key.strip()]: dict(CONFIGS[SHORT[key.strip()]]) for key in args.configs.split(",")}
+    if args.rescore:
+        rescore(args, tasks_dir, list(chosen))
+        return
     if val_dir is None and any(c.get("gate") for c in chosen.values()):
         parser.error("the gated configurations need --val-fraction (the validation tasks they are gated on)")
     for seed in range(args.first_seed, args.first_seed + args.seeds):
@@ -337,15 +338,15 @@ def merge(files: list[Path]) -> None:
         print(line)
 
 
-def rescore(args: argparse.Namespace, tasks_dir: Path) -> None:
+def rescore(args: argparse.Namespace, tasks_dir: Path, names: list[str]) -> None:
     """Per-task holdout outcomes of the runs an earlier invocation left in ``--out`` (results files from
     before per-task recording lack them): each run's active checkpoint is evaluated again, greedily with the
-    seed the benchmark used, and the rates are printed so they can be checked against the stored ones."""
+    seed the benchmark used, and the rates are printed so they can be checked against the stored ones.
+    ``names``: the configurations to evaluate (with a pure RL one, the untrained student too)."""
     sandbox = Sandbox()
     by_task: dict[str, dict[str, dict[str, int]]] = {}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        checkpoints = [("oracle warm start alone", args.out / f"seed{seed}-warm-start", "active")]
-        checkpoints += [(name, args.out / run_name(seed, name, CONFIGS[name]), "active") for name in CONFIGS]
+        checkpoints = [(name, args.out / run_name(seed, name, CONFIGS[name]), "active") for name in names]
         pure = [run for name, run, _ in checkpoints if name.startswith("pure RL") and (run / "control.db").is_file()]
         checkpoints += [("untrained student", run, "ckpt-0000") for run in pure[:1]]
         for name, run, checkpoint in checkpoints:
@@ -359,8 +360,9 @@ def rescore(args: argparse.Namespace, tasks_dir: Path) -> None:
             solved = by_task.setdefault(name, {}).setdefault(str(seed), {})
             rate = holdout_eval(restore_student(meta["policy"], tensors), tasks_dir, sandbox, seed, solved)["holdout"]
             print(f"seed {seed} {name}: {rate:.3f}", flush=True)
+    suffix = args.configs.replace(",", "_").replace("+", "-")
     seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
-    (args.out / f"by-task-{seeds}.json").write_text(json.dumps({"by_task": by_task, "args": vars(args)},
+    (args.out / f"by-task-{suffix}-{seeds}.json").write_text(json.dumps({"by_task": by_task, "args": vars(args)},
                                                                indent=2, default=str))
 
 
