@@ -305,12 +305,13 @@ def main() -> None:
 
 def print_table(rows: dict[str, dict[str, list[float]]], minutes: dict[str, list[float]]) -> None:
     val = any("val" in scores for scores in rows.values())
-    print(f"{'policy':<28}{'holdout %':>16}{'unseen mutants %':>20}{'unseen repos %':>18}{'train min':>11}"
+    width = max([28, *(len(name) + 1 for name in rows)])
+    print(f"{'policy':<{width}}{'holdout %':>16}{'unseen mutants %':>20}{'unseen repos %':>18}{'train min':>11}"
           + (f"{'val % (sampled)':>18}" if val else ""))
     for name, scores in rows.items():
         mins = f"{statistics.mean(minutes[name]):.1f}" if name in minutes else "-"
         extra = f"{fmt(scores.get('val', [])):>18}" if val else ""
-        print(f"{name:<28}{fmt(scores['holdout']):>16}{fmt(scores.get('unseen_mutants', [])):>20}"
+        print(f"{name:<{width}}{fmt(scores['holdout']):>16}{fmt(scores.get('unseen_mutants', [])):>20}"
               f"{fmt(scores.get('unseen_repos', [])):>18}{mins:>11}{extra}")
 
 
