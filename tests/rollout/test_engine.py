@@ -18,6 +18,7 @@ from aios_rl.contracts.episode import (
     Task,
     Verification,
 )
+from aios_rl.contracts.errors import ConfigError
 from aios_rl.control.reward import RewardConfig
 from aios_rl.policy.base import ActionSample
 from aios_rl.policy.sampling import draw_indices
@@ -357,5 +358,5 @@ def test_distinct_states_never_draws_an_action_twice_from_a_state_the_group_shar
             assert len(actions) == len(set(actions))  # 8 moves: none runs out within 2 rollouts x 4 steps
     assert shared > 0  # the opening state recurs within and across the group's episodes
     assert all(len(a) > len(set(a)) for seed in range(10) for a in opening_draws("first", seed))  # repeats
-    with pytest.raises(Exception, match="choose one of off, first, states"):
+    with pytest.raises(ConfigError, match="choose one of off, first, states"):
         opening_draws("every", 0)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import torch
 
+from aios_rl.algos.batch import state_of
 from aios_rl.contracts.episode import (
     BranchRef,
     DecodingRegime,
@@ -34,8 +35,7 @@ from aios_rl.contracts.episode import (
     Verification,
     utc_now,
 )
-from aios_rl.algos.batch import state_of
-from aios_rl.contracts.errors import AiosRlError
+from aios_rl.contracts.errors import AiosRlError, ConfigError
 from aios_rl.contracts.protocols import Env, Teacher
 from aios_rl.control.reward import RewardConfig, fuse_reward
 from aios_rl.policy.base import ActionSample, Policy
@@ -124,7 +124,7 @@ def run_rollouts(
             ones the policy likes best.
     """
     if distinct not in DISTINCT_MODES:
-        raise AiosRlError(f"distinct={distinct!r}: choose one of {', '.join(DISTINCT_MODES)}")
+        raise ConfigError(f"distinct={distinct!r}: choose one of {', '.join(DISTINCT_MODES)}")
     budget = budget if budget is not None else Budget()
     start = time.perf_counter()
     drawn: dict[Any, set[str]] = {}  # distinct="states": the actions drawn from each (task, state) so far
