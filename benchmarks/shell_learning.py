@@ -36,11 +36,10 @@ from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.evaluate import evaluate
 from aios_rl.campaign.shell_eval import holdout_group
 from aios_rl.campaign.students import restore_student
-from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, load_student_from
 from aios_rl.campaign.validation import ValidationConfig
 from aios_rl.contracts.episode import DecodingRegime
 from aios_rl.contracts.errors import LineageError
-from aios_rl.control.plane import ControlPlane
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.sandbox import Sandbox
@@ -299,8 +298,8 @@ def main() -> None:
         print(line)
     suffix = args.configs.replace(",", "_").replace("+", "-")
     seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
-    (args.out / f"results-{suffix}-{seeds}.json").write_text(json.dumps({"rows": rows, "train_minutes": minutes, "by_task": by_task, "args": vars(args)},
-                                                      indent=2, default=str))
+    results = {"rows": rows, "train_minutes": minutes, "by_task": by_task, "args": vars(args)}
+    (args.out / f"results-{suffix}-{seeds}.json").write_text(json.dumps(results, indent=2, default=str))
 
 
 def print_table(rows: dict[str, dict[str, list[float]]], minutes: dict[str, list[float]]) -> None:
@@ -353,13 +352,9 @@ def rescore(args: argparse.Namespace, tasks_dir: Path, names: list[str]) -> None
         for name, run, checkpoint in checkpoints:
             if not (run / "control.db").is_file():
                 continue
-            plane = ControlPlane(run, writer=False)
-            try:
-                tensors, meta = plane.load_checkpoint(plane.resolve_checkpoint(checkpoint))
-            finally:
-                plane.close()
+            policy, _ = load_student_from(f"{run}:{checkpoint}", "compact")
             solved = by_task.setdefault(name, {}).setdefault(str(seed), {})
-            rate = holdout_eval(restore_student(meta["policy"], tensors), tasks_dir, sandbox, seed, solved)["holdout"]
+            rate = holdout_eval(policy, tasks_dir, sandbox, seed, solved)["holdout"]
             print(f"seed {seed} {name}: {rate:.3f}", flush=True)
     suffix = args.configs.replace(",", "_").replace("+", "-")
     seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 EnvFactory = Callable[[], Env]
 DistinctMode = Literal["off", "first", "states"]
-DISTINCT_MODES: tuple[str, ...] = ("off", "first", "states")
+DISTINCT_MODES: tuple[str, ...] = get_args(DistinctMode)
 
 
 @dataclass(frozen=True)
