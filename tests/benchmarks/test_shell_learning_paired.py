@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 from scipy.stats import binomtest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "shell_learning.py"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("shell_learning_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("shell_learning")
 
 
 def test_counts_discordant_pairs_on_common_seeds_and_tasks_only(bench) -> None:

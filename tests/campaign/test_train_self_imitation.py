@@ -100,3 +100,24 @@ def test_a_run_stored_with_an_old_default_resumes_with_it(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match="different configuration"):
         ShellTraining(tmp_path / "old", tasks, asked_for)
 
+
+
+def test_a_run_stored_with_the_old_warm_start_default_resumes_with_it(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    config = ShellTrainConfig(epochs=1, teacher="none")  # the default warm start: no teacher, so it never runs
+    assert config.warm_start_epochs == 60
+    ShellTraining(tmp_path / "old", tasks, config).close()
+    from aios_rl.control.plane import ControlPlane
+
+    plane = ControlPlane(tmp_path / "old")
+    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
+    stored["warm_start_epochs"] = 20  # as a run stored before the default changed
+    plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
+    plane.close()
+
+    resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))  # same command
+    assert resumed.config.warm_start_epochs == 20
+    resumed.close()
+    with pytest.raises(ConfigError, match="different configuration"):
+        ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"warm_start_epochs": 40}))

@@ -1,0 +1,46 @@
+"""The warm-start passes benchmark's folds and rank metric."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="module")
+def bench(load_benchmark):
+    return load_benchmark("warm_start_passes")
+
+
+def test_folds_partition_the_tasks_evenly_and_repeatably(bench) -> None:
+    ids = [f"t{i}" for i in range(10)]
+    folds = bench.split_folds(list(reversed(ids)), 3)
+    assert sorted(x for fold in folds for x in fold) == ids
+    assert sorted(len(f) for f in folds) == [3, 3, 4]
+    assert folds == bench.split_folds(ids, 3)  # the order given does not matter
+    assert folds != bench.split_folds(ids, 3, seed=1)
+    with pytest.raises(ValueError, match="folds"):
+        bench.split_folds(ids, 1)
+    with pytest.raises(ValueError, match="folds"):
+        bench.split_folds(ids, 11)
+
+
+def test_reference_rank_counts_candidates_strictly_above(bench) -> None:
+    logits = torch.tensor([0.5, 2.0, 0.5, -1.0, 3.0])
+    assert bench.reference_rank(logits, 4) == 0
+    assert bench.reference_rank(logits, 1) == 1
+    assert bench.reference_rank(logits, 0) == 2  # the tie at index 2 is not above
+    assert bench.reference_rank(logits, 3) == 4
+
+
+def test_a_fix_the_opening_does_not_offer_is_a_miss_without_a_loss(bench) -> None:
+    from aios_rl.contracts.episode import Observation
+    from aios_rl.policy.compact import CompactStudent
+
+    student = CompactStudent()
+    offered = Observation(text="FAILED tests/test_a.py::test_sum", candidates=["read a.py", "patch x", "stop done"])
+    missing = Observation(text="FAILED tests/test_a.py::test_sum", candidates=["read a.py", "stop done"])
+    ranks, losses = bench.score_openings(student, [(offered, "shell", ["patch x"], 1.0),
+                                                   (missing, "shell", ["patch x"], 1.0)])
+    logits = student.forward([offered], ["shell"]).logits[0][:3].detach()
+    assert ranks == [bench.reference_rank(logits, 1), 2]
+    assert losses == [pytest.approx(float(-torch.log_softmax(logits, 0)[1]), abs=1e-5)]
