@@ -10,9 +10,8 @@ from pathlib import Path
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.metrics import read_metrics
 from aios_rl.campaign.task_sampling import frontier_cost, frontier_tasks, visit_counts
-from aios_rl.campaign.train import EPOCH_TASKS_KEY, TRAIN_CONFIG_KEY, ShellTrainConfig, ShellTraining
+from aios_rl.campaign.train import EPOCH_TASKS_KEY, ShellTrainConfig, ShellTraining
 from aios_rl.contracts.episode import Task
-from aios_rl.control.plane import ControlPlane
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -93,7 +92,7 @@ def test_shell_training_runs_the_frontier_records_it_and_resumes_it(tmp_path: Pa
         resumed.close()
 
 
-def test_distillation_epochs_and_older_runs_draw_uniformly(tmp_path: Path) -> None:
+def test_distillation_epochs_and_older_runs_draw_uniformly(tmp_path: Path, edit_stored_config) -> None:
     make_task(tmp_path, task_id="calc-1")
     make_task(tmp_path, task_id="calc-2", oracle=False)
     tasks = tmp_path / "tasks"
@@ -106,11 +105,11 @@ def test_distillation_epochs_and_older_runs_draw_uniformly(tmp_path: Path) -> No
 
     config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, warm_start_epochs=0, teacher="none")
     ShellTraining(tmp_path / "old", tasks, config).close()
-    plane = ControlPlane(tmp_path / "old")
-    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
-    del stored["task_sampling"], stored["demo_replay"]  # as a run stored by the previous version
-    plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
-    plane.close()
+
+    def as_before(stored: dict) -> None:  # as a run stored by the previous version
+        del stored["task_sampling"], stored["demo_replay"]
+
+    edit_stored_config(tmp_path / "old", as_before)
     resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))  # the same command
     try:
         assert resumed.config.task_sampling == "uniform" and resumed.config.demo_replay is False

@@ -8,8 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from aios_rl.campaign.train import TRAIN_CONFIG_KEY, ShellTrainConfig, ShellTraining
-from aios_rl.control.plane import ControlPlane
+from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -33,7 +32,9 @@ def first_actions(training: ShellTraining) -> list[str]:
     return [json.loads(body)["trajectory"][0]["action"] for body in bodies.values()]
 
 
-def test_a_group_tries_different_first_moves_and_old_runs_resume_without_it(tmp_path: Path) -> None:
+def test_a_group_tries_different_first_moves_and_old_runs_resume_without_it(
+    tmp_path: Path, edit_stored_config
+) -> None:
     make_task(tmp_path)
     tasks = tmp_path / "tasks"
     config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=4, teacher="none", warm_start_epochs=0,
@@ -44,11 +45,8 @@ def test_a_group_tries_different_first_moves_and_old_runs_resume_without_it(tmp_
     plain = one_epoch(tmp_path / "plain", tasks, plain_config, first_actions)
     assert len(set(plain)) < 4  # the same student repeats itself without the option
 
-    plane = ControlPlane(tmp_path / "plain")  # a run stored before the option existed
-    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
-    del stored["distinct_first"]
-    plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
-    plane.close()
+    # a run stored before the option existed
+    edit_stored_config(tmp_path / "plain", lambda stored: stored.pop("distinct_first"))
     resumed = ShellTraining(tmp_path / "plain", tasks, config.model_copy(update={"epochs": 2, "distinct_first": False}))
     assert resumed.config.distinct_first is False
     resumed.close()

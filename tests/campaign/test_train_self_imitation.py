@@ -9,7 +9,7 @@ import pytest
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.metrics import read_metrics
-from aios_rl.campaign.train import SELF_IMITATION_KEY, TRAIN_CONFIG_KEY, ShellTrainConfig, ShellTraining
+from aios_rl.campaign.train import SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining
 from aios_rl.contracts.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
@@ -56,18 +56,16 @@ def test_verified_successes_become_targets_without_a_teacher_and_survive_a_resum
         resumed.close()
 
 
-def test_a_run_stored_before_self_imitation_resumes_without_it(tmp_path: Path) -> None:
+def test_a_run_stored_before_self_imitation_resumes_without_it(tmp_path: Path, edit_stored_config) -> None:
     make_task(tmp_path)
     tasks = tmp_path / "tasks"
     config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none")
     ShellTraining(tmp_path / "old", tasks, config).close()
-    from aios_rl.control.plane import ControlPlane
 
-    plane = ControlPlane(tmp_path / "old")
-    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
-    del stored["trainer"]["self_imitation_coef"]  # as a run stored by the previous version
-    plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
-    plane.close()
+    def as_before(stored: dict) -> None:  # as a run stored by the previous version
+        del stored["trainer"]["self_imitation_coef"]
+
+    edit_stored_config(tmp_path / "old", as_before)
 
     resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))  # the same command
     assert resumed.config.trainer.self_imitation_coef == 0.0  # what the run was trained with
@@ -77,19 +75,17 @@ def test_a_run_stored_before_self_imitation_resumes_without_it(tmp_path: Path) -
         ShellTraining(tmp_path / "old", tasks, asked_for)
 
 
-def test_a_run_stored_with_an_old_default_resumes_with_it(tmp_path: Path) -> None:
+def test_a_run_stored_with_an_old_default_resumes_with_it(tmp_path: Path, edit_stored_config) -> None:
     make_task(tmp_path)
     tasks = tmp_path / "tasks"
     config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none", allocator="rail")
     ShellTraining(tmp_path / "old", tasks, config).close()
-    from aios_rl.control.plane import ControlPlane
 
-    plane = ControlPlane(tmp_path / "old")
-    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
-    assert stored["allocation"]["rail"]["l2"] == 10.0
-    stored["allocation"]["rail"]["l2"] = 0.1  # as a run stored before the RAIL penalty's default changed
-    plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
-    plane.close()
+    def as_before(stored: dict) -> None:  # as a run stored before the RAIL penalty's default changed
+        assert stored["allocation"]["rail"]["l2"] == 10.0
+        stored["allocation"]["rail"]["l2"] = 0.1
+
+    edit_stored_config(tmp_path / "old", as_before)
 
     resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))  # same command
     assert resumed.config.allocation.rail.l2 == 0.1
@@ -101,20 +97,16 @@ def test_a_run_stored_with_an_old_default_resumes_with_it(tmp_path: Path) -> Non
         ShellTraining(tmp_path / "old", tasks, asked_for)
 
 
-
-def test_a_run_stored_with_the_old_warm_start_default_resumes_with_it(tmp_path: Path) -> None:
+def test_a_run_stored_with_the_old_warm_start_default_resumes_with_it(
+    tmp_path: Path, edit_stored_config
+) -> None:
     make_task(tmp_path)
     tasks = tmp_path / "tasks"
     config = ShellTrainConfig(epochs=1, teacher="none")  # the default warm start: no teacher, so it never runs
     assert config.warm_start_epochs == 60
     ShellTraining(tmp_path / "old", tasks, config).close()
-    from aios_rl.control.plane import ControlPlane
-
-    plane = ControlPlane(tmp_path / "old")
-    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
-    stored["warm_start_epochs"] = 20  # as a run stored before the default changed
-    plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
-    plane.close()
+    # as a run stored before the default changed
+    edit_stored_config(tmp_path / "old", lambda stored: stored.update(warm_start_epochs=20))
 
     resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))  # same command
     assert resumed.config.warm_start_epochs == 20
