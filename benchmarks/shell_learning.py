@@ -13,7 +13,8 @@ column is then measured on the tasks they were selected on, so it flatters them;
 group draws its first actions without replacement), to be compared with ``distill+rl`` and ``rl`` run beside
 them from the same warm start and seeds. ``distill+rl+states`` and ``rl+states`` turn on ``distinct_states``
 instead (no action drawn twice from one state within a task's group: a group of 4 tries up to 24 different
-patches from the opening state).
+patches from the opening state). ``--setting KEY=VALUE`` changes a `shell train` setting of every configuration
+but not of the shared warm start (e.g. ``consolidation_passes=12``); give each setting its own ``--out``.
 
 Run: ``.venv/bin/python benchmarks/shell_learning.py [--seeds 3] [--epochs 5] ...`` (defaults are the
 issue's targets; see --help). Results also go to ``--out/results.json``.
@@ -185,6 +186,9 @@ def main() -> None:
                         "configuration is also evaluated (sampled, 4 episodes per task): choose settings there")
     parser.add_argument("--trainer", action="append", default=[], metavar="KEY=VALUE",
                         help="a trainer setting for the epochs after the warm start (repeatable), e.g. update_epochs=4")
+    parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
+                        help="a top-level `shell train` setting for the configurations (not the shared warm start; "
+                        "repeatable), e.g. consolidation_passes=12")
     parser.add_argument("--no-baselines", action="store_true", help="skip the uniform and untrained evaluations")
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
                         help="print one table over these results-*.json (and by-task-*.json) files and exit")
@@ -196,6 +200,16 @@ def main() -> None:
     if args.merge:
         merge(args.merge)
         return
+    try:
+        trainer_update = dict(item.split("=", 1) for item in args.trainer)
+        TrainerConfig.model_validate(trainer_update)
+    except ValueError as exc:
+        parser.error(f"--trainer: {exc}")
+    try:
+        settings = dict(item.split("=", 1) for item in args.setting)
+        ShellTrainConfig.model_validate(settings)
+    except ValueError as exc:
+        parser.error(f"--setting: {exc}")
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     tasks_dir = args.tasks or args.out / "tasks"
@@ -209,11 +223,6 @@ def main() -> None:
     if args.label_fraction < 1 or args.val_fraction > 0:
         name = f"tasks-labels-{args.label_fraction:g}" + (f"-val-{args.val_fraction:g}" if args.val_fraction else "")
         tasks_dir, val_dir = derive_tasks(tasks_dir, args.out / name, args.label_fraction, args.val_fraction)
-    try:
-        trainer_update = dict(item.split("=", 1) for item in args.trainer)
-        TrainerConfig.model_validate(trainer_update)
-    except ValueError as exc:
-        parser.error(f"--trainer: {exc}")
     sandbox = Sandbox()
     rows: dict[str, dict[str, list[float]]] = {}
     minutes: dict[str, list[float]] = {}
@@ -265,6 +274,8 @@ def main() -> None:
                           flush=True)
                     warm.close()
                 cfg = cfg.model_copy(update={"init_from": f"{warm_run}:active"})
+            if settings:
+                cfg = ShellTrainConfig.model_validate(cfg.model_dump() | settings)
             if trainer_update:
                 trainer = TrainerConfig.model_validate(cfg.trainer.model_dump() | trainer_update)
                 cfg = cfg.model_copy(update={"trainer": trainer})

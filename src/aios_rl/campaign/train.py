@@ -115,6 +115,13 @@ class ShellTrainConfig(ConfigModel):
         default=60, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only). "
         "60: chosen on held-back training tasks (benchmarks/warm_start_passes.py; README, a longer warm start).",
     )
+    consolidation_passes: int = Field(
+        default=0, ge=0, description="After each epoch's update, this many distillation-only passes over the "
+        "run's standing targets: the oracle's demonstrations (with demo_replay) and, in RL epochs, the "
+        "self-imitation archive of verified fixes. An update sweeps them only trainer.update_epochs times, "
+        "beside its other terms, while the warm start needed about 60 passes to fit its demonstrations. "
+        "Distillation-only epochs consolidate their demonstrations alike. 0: off.",
+    )
     demo_replay: bool = Field(
         default=True, description="The oracle's demonstrations (those of the warm start) join the distillation "
         "term of every epoch, so what the teacher taught is kept while the epochs' rollouts go elsewhere (as "
@@ -154,6 +161,14 @@ class EpochReport:
 
 
 Progress = Callable[[str, dict[str, float]], None]
+
+
+@dataclass
+class Consolidation:
+    """What an epoch's consolidation passes fitted: how many targets, and the last pass's statistics."""
+
+    targets: int
+    stats: UpdateStats
 
 
 def teacher_backends(spec: str) -> list[str]:
@@ -484,14 +499,17 @@ class ShellTraining:
                         len(batch.groups))
         generator = torch.Generator().manual_seed(cfg.seed * 7919 + epoch)
         distill = distill_from_episodes(episodes) if self.teacher is not None else None
+        standing: list[DistillBatch] = []  # targets every epoch distils again: demonstrations, the archive
         replayed = 0
         if distill is not None and cfg.demo_replay and self.oracle_first:
-            demonstrations = self._demonstrations(progress)
-            distill, replayed = distill + demonstrations, len(demonstrations)
+            standing.append(self._demonstrations(progress))
+            replayed = len(standing[-1])
         archived = 0
         if cfg.rl and cfg.trainer.self_imitation_coef > 0:
             imitate, archived = self._self_imitation(seen, epoch)
-            distill = imitate if distill is None else distill + imitate
+            standing.append(imitate)
+        for batch_part in standing:
+            distill = batch_part if distill is None else distill + batch_part
         if not cfg.rl:
             stats = distill_update(self.trainer, distill, generator=generator) if distill is not None and len(distill) else UpdateStats()
         elif not episodes:  # every group was dropped, or the run's rollout budget is spent: no update
@@ -500,6 +518,7 @@ class ShellTraining:
             stats = ppo_update(self.trainer, episodes, generator=generator, distill=distill)
         else:
             stats = grpo_update(self.trainer, episodes, groups, generator=generator, distill=distill)
+        consolidated = self._consolidate(standing, epoch, progress) if episodes or not cfg.rl else None
         teacher_failures = sum(1 for e in seen if e.teacher_signal is not None and e.teacher_signal.status == "failed_all_backends")
         ran = max(1, len(seen))
         record = {
@@ -516,6 +535,8 @@ class ShellTraining:
             "rollout/steps_mean": sum(len(e.trajectory) for e in seen) / ran,
             "train/self_imitation_tasks": archived,
             "train/demonstrations_replayed": replayed,
+            "train/consolidation_targets": consolidated.targets if consolidated else 0,
+            "train/consolidation_loss": consolidated.stats.distill_loss if consolidated else None,
             "tasks/unlabelled": sum(t.task_id not in self.labelled for t in chosen),
             "tasks/solved_before": sum(t.task_id in solved_before for t in chosen),
             "teacher/failures": teacher_failures,
@@ -526,6 +547,23 @@ class ShellTraining:
         assert checkpoint == record["checkpoint"]
         self.collector.save(epoch)
         return record
+
+    def _consolidate(self, standing: list[DistillBatch], epoch: int, progress: Progress | None) -> Consolidation | None:
+        """``consolidation_passes`` distillation-only passes over the standing targets after the epoch's
+        update (demonstrations, the self-imitation archive), so what they teach is fitted, not only visited;
+        None when off or when there is nothing to fit."""
+        if not self.config.consolidation_passes or not standing:
+            return None
+        targets = standing[0]
+        for part in standing[1:]:
+            targets = targets + part
+        if not len(targets):
+            return None
+        if progress:
+            progress("consolidation", {"targets": float(len(targets))})
+        stats = distill_passes(self.trainer, targets, seed=self.config.seed * 7919 + epoch + 1,
+                               passes=self.config.consolidation_passes)
+        return Consolidation(len(targets), stats)
 
     def _choose_tasks(self, epoch: int, rng: random.Random, solved: set[str]) -> list[Task]:
         """This epoch's tasks (``task_sampling``), recorded in the store: an epoch killed and run again runs
