@@ -13,8 +13,9 @@ column is then measured on the tasks they were selected on, so it flatters them;
 group draws its first actions without replacement), to be compared with ``distill+rl`` and ``rl`` run beside
 them from the same warm start and seeds. ``distill+rl+states`` and ``rl+states`` turn on ``distinct_states``
 instead (no action drawn twice from one state within a task's group: a group of 4 tries up to 24 different
-patches from the opening state). ``--setting KEY=VALUE`` changes a `shell train` setting of every configuration
-but not of the shared warm start (e.g. ``consolidation_passes=12``); give each setting its own ``--out``.
+patches from the opening state). ``--setting KEY=VALUE`` changes a `shell train` setting of every
+configuration but not of the shared warm start (e.g. ``consolidation_passes=12``); give each setting its
+own ``--out``.
 
 Run: ``.venv/bin/python benchmarks/shell_learning.py [--seeds 3] [--epochs 5] ...`` (defaults are the
 issue's targets; see --help). Results also go to ``--out/results.json``.
@@ -187,8 +188,8 @@ def main() -> None:
     parser.add_argument("--trainer", action="append", default=[], metavar="KEY=VALUE",
                         help="a trainer setting for the epochs after the warm start (repeatable), e.g. update_epochs=4")
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
-                        help="a top-level `shell train` setting for the configurations (not the shared warm start; "
-                        "repeatable), e.g. consolidation_passes=12")
+                        help="a top-level `shell train` setting for the configurations (not the shared warm "
+                        "start; repeatable), e.g. consolidation_passes=12")
     parser.add_argument("--no-baselines", action="store_true", help="skip the uniform and untrained evaluations")
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
                         help="print one table over these results-*.json (and by-task-*.json) files and exit")

@@ -8,9 +8,13 @@ from pathlib import Path
 import pytest
 
 
-@pytest.mark.parametrize("flag", ["--setting=bogus=1", "--setting=consolidation_passes=-1", "--setting=epochs",
-                                  "--trainer=lr=0"])
-def test_a_bad_setting_stops_before_any_work(load_benchmark, tmp_path: Path, monkeypatch, capsys, flag: str) -> None:
+BAD = ["--setting=bogus=1", "--setting=consolidation_passes=-1", "--setting=epochs", "--trainer=lr=0"]
+
+
+@pytest.mark.parametrize("flag", BAD)
+def test_a_bad_setting_stops_before_any_work(
+    load_benchmark, tmp_path: Path, monkeypatch, capsys, flag: str
+) -> None:
     bench = load_benchmark("shell_learning")
     out = tmp_path / "out"
     monkeypatch.setattr(sys, "argv", ["shell_learning.py", "--out", str(out), flag])

@@ -22,7 +22,8 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A task directory and a briefly warm-started run to start from (the tasks, the run)."""
     root = tmp_path_factory.mktemp("consolidation")
     make_task(root)
-    run = ShellTraining(root / "warm", root / "tasks", ShellTrainConfig(epochs=1, warm_start_epochs=20, rl=False, workers=1))
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=20, rl=False, workers=1)
+    run = ShellTraining(root / "warm", root / "tasks", config)
     run.warm_start()
     run.close()
     return root / "tasks", root / "warm"
@@ -38,13 +39,15 @@ def standing_loss(training: ShellTraining, archive: bool) -> float:
 
 
 @pytest.mark.parametrize("rl", [True, False], ids=["rl", "distillation-only"])
-def test_the_passes_fit_the_standing_targets_after_the_update(warm: tuple[Path, Path], tmp_path: Path, rl: bool) -> None:
+def test_the_passes_fit_the_standing_targets_after_the_update(
+    warm: tuple[Path, Path], tmp_path: Path, rl: bool
+) -> None:
     tasks, warm_run = warm
     losses, records = {}, {}
     for passes in (0, 6):
         # temperature 0.5: the one task is solved in the epoch, so the RL run's archive holds its fix
-        config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=4, workers=1, temperature=0.5, rl=rl,
-                                  consolidation_passes=passes, init_from=str(warm_run))
+        config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=4, workers=1, temperature=0.5,
+                                  rl=rl, consolidation_passes=passes, init_from=str(warm_run))
         training = ShellTraining(tmp_path / f"passes-{passes}", tasks, config)
         try:
             training.run_epoch(1)

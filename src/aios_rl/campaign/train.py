@@ -548,7 +548,9 @@ class ShellTraining:
         self.collector.save(epoch)
         return record
 
-    def _consolidate(self, standing: list[DistillBatch], epoch: int, progress: Progress | None) -> Consolidation | None:
+    def _consolidate(
+        self, standing: list[DistillBatch], epoch: int, progress: Progress | None
+    ) -> Consolidation | None:
         """``consolidation_passes`` distillation-only passes over the standing targets after the epoch's
         update (demonstrations, the self-imitation archive), so what they teach is fitted, not only visited;
         None when off or when there is nothing to fit."""
