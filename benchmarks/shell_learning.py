@@ -160,6 +160,16 @@ def derive_tasks(tasks_dir: Path, out: Path, label_fraction: float, val_fraction
     return out, val
 
 
+def key_values(parser: argparse.ArgumentParser, flag: str, items: list[str], model: type) -> dict[str, str]:
+    """``KEY=VALUE`` items as a dict, after checking that ``model`` accepts them (else a usage error)."""
+    try:
+        values = dict(item.split("=", 1) for item in items)
+        model.model_validate(values)
+    except ValueError as exc:
+        parser.error(f"{flag}: {exc}")
+    return values
+
+
 def fmt(values: list[float]) -> str:
     if not values:
         return "-"
@@ -201,16 +211,8 @@ def main() -> None:
     if args.merge:
         merge(args.merge)
         return
-    try:
-        trainer_update = dict(item.split("=", 1) for item in args.trainer)
-        TrainerConfig.model_validate(trainer_update)
-    except ValueError as exc:
-        parser.error(f"--trainer: {exc}")
-    try:
-        settings = dict(item.split("=", 1) for item in args.setting)
-        ShellTrainConfig.model_validate(settings)
-    except ValueError as exc:
-        parser.error(f"--setting: {exc}")
+    trainer_update = key_values(parser, "--trainer", args.trainer, TrainerConfig)
+    settings = key_values(parser, "--setting", args.setting, ShellTrainConfig)
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     tasks_dir = args.tasks or args.out / "tasks"

@@ -65,4 +65,3 @@ def test_the_passes_fit_the_standing_targets_after_the_update(
     assert records[6]["train/consolidation_targets"] == demonstrations + archived
     assert records[6]["train/consolidation_loss"] > 0
     assert losses[6] < losses[0] - 0.05
-

@@ -499,17 +499,17 @@ class ShellTraining:
                         len(batch.groups))
         generator = torch.Generator().manual_seed(cfg.seed * 7919 + epoch)
         distill = distill_from_episodes(episodes) if self.teacher is not None else None
-        standing: list[DistillBatch] = []  # targets every epoch distils again: demonstrations, the archive
+        standing: DistillBatch | None = None  # what every epoch distils again: demonstrations, the archive
         replayed = 0
         if distill is not None and cfg.demo_replay and self.oracle_first:
-            standing.append(self._demonstrations(progress))
-            replayed = len(standing[-1])
+            standing = self._demonstrations(progress)
+            replayed = len(standing)
         archived = 0
         if cfg.rl and cfg.trainer.self_imitation_coef > 0:
             imitate, archived = self._self_imitation(seen, epoch)
-            standing.append(imitate)
-        for batch_part in standing:
-            distill = batch_part if distill is None else distill + batch_part
+            standing = imitate if standing is None else standing + imitate
+        if standing is not None:
+            distill = standing if distill is None else distill + standing
         if not cfg.rl:
             stats = distill_update(self.trainer, distill, generator=generator) if distill is not None and len(distill) else UpdateStats()
         elif not episodes:  # every group was dropped, or the run's rollout budget is spent: no update
@@ -549,23 +549,18 @@ class ShellTraining:
         return record
 
     def _consolidate(
-        self, standing: list[DistillBatch], epoch: int, progress: Progress | None
+        self, standing: DistillBatch | None, epoch: int, progress: Progress | None
     ) -> Consolidation | None:
         """``consolidation_passes`` distillation-only passes over the standing targets after the epoch's
         update (demonstrations, the self-imitation archive), so what they teach is fitted, not only visited;
         None when off or when there is nothing to fit."""
-        if not self.config.consolidation_passes or not standing:
-            return None
-        targets = standing[0]
-        for part in standing[1:]:
-            targets = targets + part
-        if not len(targets):
+        if not self.config.consolidation_passes or standing is None or not len(standing):
             return None
         if progress:
-            progress("consolidation", {"targets": float(len(targets))})
-        stats = distill_passes(self.trainer, targets, seed=self.config.seed * 7919 + epoch + 1,
+            progress("consolidation", {"targets": float(len(standing))})
+        stats = distill_passes(self.trainer, standing, seed=self.config.seed * 7919 + epoch + 1,
                                passes=self.config.consolidation_passes)
-        return Consolidation(len(targets), stats)
+        return Consolidation(len(standing), stats)
 
     def _choose_tasks(self, epoch: int, rng: random.Random, solved: set[str]) -> list[Task]:
         """This epoch's tasks (``task_sampling``), recorded in the store: an epoch killed and run again runs
