@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -325,15 +326,38 @@ def test_pytest_summary_parsing() -> None:
 
 
 def test_wall_budget_truncates_without_running(task: Task, sandbox: Sandbox) -> None:
-    env = ShellBugfixEnv(ShellEnvConfig(episode_wall_s=0.001), sandbox=sandbox)
+    env = ShellBugfixEnv(ShellEnvConfig(episode_wall_s=1e-6), sandbox=sandbox)
     try:
         env.reset(task, seed=0)
-        time.sleep(0.01)  # the budget is spent before the first step
+        opening = env.snapshot()
+        first = env.step("run python -m pytest -q tests")  # runs (nothing spent yet), and spends the budget
+        assert first.info["tests_run"] and first.truncated and first.info["stop_reason"] == "wall_budget"
+        env.restore(replace(opening, state=replace(opening.state, elapsed_s=1e-6)))  # spent, not yet stepped
         result = env.step("run python -m pytest -q tests")
         assert result.truncated and result.info["stop_reason"] == "wall_budget"
         assert result.info["tests_run"] is False and "budget is spent" in result.observation.text
     finally:
         env.close()
+
+
+def test_wall_budget_counts_only_the_episodes_own_steps(task: Task, sandbox: Sandbox) -> None:
+    """Time between steps (a batch's other environments stepping, the policy) is not the episode's: a
+    budget shorter than the pause still lets the episode step, and a snapshot carries the time spent."""
+    env, other = (ShellBugfixEnv(ShellEnvConfig(episode_wall_s=0.5), sandbox=sandbox) for _ in range(2))
+    try:
+        env.reset(task, seed=0)
+        time.sleep(0.6)
+        read = env.step("read calc.py")
+        assert not read.truncated and "stop_reason" not in read.info
+        taken = env.snapshot()
+        assert 0.0 < taken.state.elapsed_s < 0.5
+        other.restore(taken)
+        assert other.snapshot().state.elapsed_s == taken.state.elapsed_s
+        other.restore(replace(taken, state=replace(taken.state, elapsed_s=0.5)))
+        assert other.step("read calc.py").info["stop_reason"] == "wall_budget"
+    finally:
+        env.close()
+        other.close()
 
 
 def test_a_patch_that_makes_the_suite_hang_is_a_failure_and_costs_seconds(tmp_path: Path, sandbox: Sandbox) -> None:

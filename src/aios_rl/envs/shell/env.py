@@ -91,7 +91,10 @@ class ShellEnvConfig(ConfigModel):
 
     max_steps: int = Field(default=12, description="Steps per episode; it is truncated after the last.")
     stop_on_pass: bool = Field(default=True, description="End the episode when all tests pass after a patch.")
-    episode_wall_s: float = Field(default=180.0, description="Wall-clock budget of the steps, in seconds.")
+    episode_wall_s: float = Field(
+        default=180.0, description="Wall-clock budget of the episode's own steps, in seconds (time spent inside "
+        "step; waiting while other environments of a batch step does not count).",
+    )
     output_cap_chars: int = Field(default=2000, description="Characters of command output shown (last kept).")
     read_cap_chars: int = Field(default=6000, description="Characters of a read file shown (beginning kept).")
     max_candidates: int = Field(default=256, description="Most candidate actions offered per observation.")
@@ -166,7 +169,7 @@ class EpisodeState:
     patched: frozenset[tuple[str, str]] = frozenset()
     terminated: bool = False
     truncated: bool = False
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # seconds spent inside this episode's steps: the clock of episode_wall_s
     observation: Observation | None = None
 
 
@@ -212,7 +215,6 @@ class ShellBugfixEnv:
         self._sandbox = sandbox
         self._workdir: Path | None = None
         self._state: EpisodeState | None = None
-        self._clock = 0.0
         self._pools: dict[str, list[PatchCandidate]] = {}
         self._cleanup: Callable[[], Any] = lambda: None
 
@@ -247,7 +249,6 @@ class ShellBugfixEnv:
             progress_key=_progress_key(digest, baseline), files_digest=digest,
         )
         self._state = replace(state, observation=self._observe(state, initial))
-        self._clock = time.monotonic()
         logger.debug("reset %s: %d failing at baseline", task.task_id, baseline.n_failed)
         return self._state.observation
 
@@ -258,12 +259,12 @@ class ShellBugfixEnv:
             EnvError: no episode is running, or it already ended.
         """
         state = self._running()
-        elapsed = time.monotonic() - self._clock
-        if elapsed >= self.config.episode_wall_s:
+        started, spent = time.monotonic(), state.elapsed_s
+        if spent >= self.config.episode_wall_s:
             effect = _Effect("The episode's wall-clock budget is spent; nothing was run.",
                              _info("none", error="wall budget spent"))
         else:
-            effect = self._dispatch(state, action, self.config.episode_wall_s - elapsed)
+            effect = self._dispatch(state, action, self.config.episode_wall_s - spent)
         # Nothing wrote to the working copy since the action's test run read it back (if it ran one).
         files = effect.files if effect.files is not None else read_tree(self._repo)
         latest = effect.tests or state.latest
@@ -272,7 +273,7 @@ class ShellBugfixEnv:
         step = state.step + 1
         passed = effect.tests is not None and effect.tests.passed and effect.info.get("patch_applied", False)
         terminated = effect.stop or (self.config.stop_on_pass and passed)
-        elapsed = time.monotonic() - self._clock
+        elapsed = spent + time.monotonic() - started
         out_of_time = elapsed >= self.config.episode_wall_s
         truncated = not terminated and (step >= self.config.max_steps or out_of_time)
         info = dict(effect.info, step_penalty=self.config.step_penalty, tests_run=effect.tests is not None,
@@ -302,8 +303,7 @@ class ShellBugfixEnv:
     def snapshot(self) -> ShellSnapshot:
         """The current episode state and file contents (immutable, cheap: small repos, shared bytes)."""
         state = self._started()
-        return ShellSnapshot(state=replace(state, elapsed_s=time.monotonic() - self._clock),
-                             files=read_tree(self._repo))
+        return ShellSnapshot(state=state, files=read_tree(self._repo))
 
     def restore(self, state: ShellSnapshot) -> None:
         """Return to a snapshot (of this or another instance): files, step state and observation.
@@ -317,7 +317,6 @@ class ShellBugfixEnv:
             self._new_workdir()
         write_tree(self._repo, state.files)
         self._state = state.state
-        self._clock = time.monotonic() - state.state.elapsed_s
 
     def verify(self) -> Verification:
         """Run the test command and report the outcome with evidence (see the module docstring).
