@@ -12,9 +12,19 @@ import pytest
 from aios_rl.contracts.episode import Task
 from aios_rl.contracts.errors import ConfigError, EnvError
 from aios_rl.envs.base import check_env, make
-from aios_rl.envs.shell.candidates import FEATURE_NAMES, History, assemble, localize, patch_pool
+from aios_rl.envs.shell.candidates import (
+    ATTEMPT_WINDOW,
+    FEATURE_NAMES,
+    Attempt,
+    History,
+    assemble,
+    attempts_of,
+    localize,
+    patch_pool,
+)
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig, ShellSnapshot
 from aios_rl.envs.shell.mutate import unified_diff
+from aios_rl.envs.shell.patches import edited_lines
 from aios_rl.envs.shell.pytest_output import display_output, parse_pytest
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.task import ShellTaskManifest, write_task
@@ -171,6 +181,14 @@ def test_wrong_patch_branches_and_partial_fix(env: ShellBugfixEnv, task: Task, s
     assert failed.outcome == "failure" and failed.completed
     assert (failed.evidence["new_failures"], failed.evidence["target_unresolved"]) == (1, 2)
 
+    reverted = env.step("revert")  # the wrong patch left its mark on the candidates at its line
+    marked = {t for t, f in zip(reverted.observation.candidates, reverted.observation.candidate_features)
+              if f["attempt_same_line"]}
+    assert marked and all("return low" in t or "return high" in t for t in marked)
+    assert all(f["attempt_broke"] == 1.0 and f["attempt_fixed"] == 0.0
+               for t, f in zip(reverted.observation.candidates, reverted.observation.candidate_features)
+               if t in marked)
+
     env.restore(snap)
     assert _files(env)["calc.py"] == CALC.encode()  # the wrong patch is gone
     second = env.step(wrong)
@@ -292,6 +310,37 @@ def test_candidates_rank_suspicious_functions_first_and_respect_the_cap() -> Non
     assert features[2]["already_tried"] == 1.0 and features[3]["already_tried"] == 0.0
     assert features[2]["already_read"] == 1.0 and features[2]["suspicion"] == 1.0
     assert all(f["step_fraction"] == 0.25 and f["failing_tests"] == 2.0 for f in features)
+
+
+def test_attempt_features_describe_earlier_patches_near_a_candidate() -> None:
+    output = ("FAILED tests/test_calc.py::test_add\nFAILED tests/test_calc.py::test_add_negative\n"
+              "PASSED tests/test_calc.py::test_clamp\n2 failed, 1 passed in 0.01s\n")
+    run = parse_pytest(output, 1)
+    after = parse_pytest("PASSED tests/test_calc.py::test_add\nFAILED tests/test_calc.py::test_add_negative\n"
+                         "FAILED tests/test_calc.py::test_clamp\n2 failed, 1 passed in 0.01s\n", 1)
+    assert attempts_of([("calc.py", 5)], run, after) == (Attempt("calc.py", 5, fixed=0.5, broke=1.0),)
+    files = {"calc.py": CALC, "tests/test_calc.py": TESTS}
+    pool = patch_pool(files, run, small_repo_functions=20)
+    attempts = (Attempt("calc.py", 5, fixed=0.5, broke=1.0), Attempt("other.py", 5, fixed=1.0, broke=0.0))
+    history = History(step=2, max_steps=12, attempts=attempts)
+    texts, features = assemble(pool, files, run, TEST_COMMAND, history, max_candidates=64)
+    rows = dict(zip(texts, features))
+    by_line = {c.lineno: rows[c.text] for c in pool if c.text in rows}
+    assert by_line[5]["attempt_same_line"] == 1.0 and by_line[5]["attempt_nearby"] == 1.0
+    assert (by_line[5]["attempt_fixed"], by_line[5]["attempt_broke"]) == (0.5, 1.0)
+    assert by_line[9]["attempt_same_line"] == 0.0 and by_line[9]["attempt_nearby"] == 1.0 - 4 / ATTEMPT_WINDOW
+    assert by_line[13]["attempt_nearby"] == 0.0 and by_line[13]["attempt_fixed"] == 0.0  # 8 lines away
+    assert all(rows[t]["attempt_nearby"] == 0.0 for t in texts if not t.startswith("patch"))
+    _, before = assemble(pool, files, run, TEST_COMMAND, replace(history, attempts=()), max_candidates=64)
+    assert all(f[k] == 0.0 for f in before for k in FEATURE_NAMES if k.startswith("attempt_"))
+
+
+def test_edited_lines_name_each_hunks_first_change() -> None:
+    assert edited_lines(unified_diff(CALC, FIXED, "calc.py")) == [("calc.py", 5)]
+    added = CALC.replace("    return x\n", "    x = int(x)\n    return x\n")
+    assert edited_lines(unified_diff(CALC, added, "calc.py")) == [("calc.py", 13)]  # goes before line 13
+    both = added.replace("return a - b", "return a + b")
+    assert edited_lines(unified_diff(CALC, both, "calc.py")) == [("calc.py", 5), ("calc.py", 13)]
 
 
 def test_pytest_summary_parsing() -> None:

@@ -43,7 +43,19 @@ Feature layout (:data:`FEATURE_NAMES`; every candidate has every key, floats):
 ``failing_fraction``          failing / (passing + failing) in the latest test run
 ``modified``                  the working copy differs from its state at reset
 ``last_patch_failed``         the previous action applied a patch and the tests still fail
+``attempt_same_line``         patch: a patch the episode applied earlier edited this line of this file
+``attempt_nearby``            patch: ``max(0, 1 - d / ATTEMPT_WINDOW)`` for the line distance ``d`` to the
+                              nearest earlier applied patch in this file (0 when none)
+``attempt_fixed``             patch: of that nearest attempt within ``ATTEMPT_WINDOW`` lines, the share of
+                              the tests failing at reset that passed after it (0 when none)
+``attempt_broke``             patch: of that attempt, the share of the tests passing at reset that failed
+                              after it (0 when none)
 ============================  ===========================================================================
+
+The ``attempt_*`` features are in-episode feedback: what the episode's own earlier patches did to the tests
+(:class:`Attempt`). An oracle demonstration goes straight to the fix and never shows them, so only
+reinforcement learning on the student's own multi-attempt episodes can teach their use (for instance,
+another edit on a line whose wrong edit already changed the failing set).
 
 No input here comes from a task's oracle: the environment passes the working copy's files, the latest
 test run and the episode history, nothing else (``tests/envs/shell/test_no_leakage.py`` checks it).
@@ -84,7 +96,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "in_traceback", "traceback_distance", "called_by_failing_test", "suspicion", "line_suspicion",
     "line_suspicion_rank", "naturalness", "naturalness_rank", "localization_rank", "already_read",
     "already_tried", "step_fraction", "failing_tests", "failing_fraction", "modified", "last_patch_failed",
+    "attempt_same_line", "attempt_nearby", "attempt_fixed", "attempt_broke",
 )  # fmt: skip
+ATTEMPT_WINDOW = 5  # lines: how far from an earlier applied patch the attempt_* features reach
 STOP_CANDIDATE = "stop done"
 REVERT_CANDIDATE = "revert"
 _Fn = tuple[str, str]  # (file, qualname)
@@ -126,6 +140,31 @@ class PatchCandidate:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """A patch the episode applied, and what the test run after it showed against the run at reset.
+
+    Attributes:
+        file: the file a hunk of it changed.
+        line: the line number (before the patch) of the hunk's first change.
+        fixed: share of the tests failing at reset that passed after it.
+        broke: share of the tests passing at reset that failed after it.
+    """
+
+    file: str
+    line: int
+    fixed: float
+    broke: float
+
+
+def attempts_of(edits: Iterable[tuple[str, int]], baseline: SuiteRun, after: SuiteRun) -> tuple[Attempt, ...]:
+    """One :class:`Attempt` per edited ``(file, line)`` of a patch, scored by the test run ``after`` it."""
+    passing, failing = set(after.passing), set(after.failing)
+    fixed = sum(t in passing for t in baseline.failing) / max(1, len(baseline.failing))
+    broke = sum(t in failing for t in baseline.passing) / max(1, len(baseline.passing))
+    return tuple(Attempt(path, line, round(fixed, 6), round(broke, 6)) for path, line in edits)
+
+
+@dataclass(frozen=True)
 class History:
     """What the episode did so far, as far as features need it."""
 
@@ -135,6 +174,7 @@ class History:
     tried: frozenset[str] = frozenset()
     modified: bool = False
     last_patch_failed: bool = False
+    attempts: tuple[Attempt, ...] = ()
 
 
 def is_test_file(path: str) -> bool:
@@ -349,6 +389,7 @@ def assemble(
             "naturalness_rank": natural_rank,
             "localization_rank": local_rank,
             "already_read": c.file in history.files_read,
+            **_attempt_features(c, history.attempts),
         })))
     if history.modified:
         rows.append((REVERT_CANDIDATE, _features("revert", None, common, history, REVERT_CANDIDATE, {})))
@@ -370,6 +411,20 @@ def _features(
     row["already_tried"] = float(text in history.tried)
     row.update(common)
     return row
+
+
+def _attempt_features(candidate: PatchCandidate, attempts: Sequence[Attempt]) -> dict[str, float]:
+    here = [(abs(a.line - candidate.lineno), a) for a in attempts if a.file == candidate.file]
+    near = [(d, a) for d, a in here if d < ATTEMPT_WINDOW]
+    if not near:
+        return {}
+    d, nearest = min(near, key=lambda item: item[0])  # the earliest attempt among equally near ones
+    return {
+        "attempt_same_line": d == 0,
+        "attempt_nearby": 1.0 - d / ATTEMPT_WINDOW,
+        "attempt_fixed": nearest.fixed,
+        "attempt_broke": nearest.broke,
+    }
 
 
 def _common_features(run: SuiteRun | None, history: History) -> dict[str, float]:

@@ -55,8 +55,17 @@ from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import Observation, StepResult, Task, Verification
 from aios_rl.contracts.errors import ConfigError, EnvError, SandboxError
 from aios_rl.envs.shell import actions as act
-from aios_rl.envs.shell.candidates import History, PatchCandidate, assemble, is_test_file, patch_pool
+from aios_rl.envs.shell.candidates import (
+    Attempt,
+    History,
+    PatchCandidate,
+    assemble,
+    attempts_of,
+    is_test_file,
+    patch_pool,
+)
 from aios_rl.envs.shell.mutate import apply_search_replace, apply_unified_diff
+from aios_rl.envs.shell.patches import edited_lines
 from aios_rl.envs.shell.pytest_output import (
     SuiteRun,
     display_output,
@@ -167,6 +176,7 @@ class EpisodeState:
     last_patch_failed: bool = False
     files_digest: str = ""
     patched: frozenset[tuple[str, str]] = frozenset()
+    attempts: tuple[Attempt, ...] = ()  # applied patches and their test results (in-episode feedback)
     terminated: bool = False
     truncated: bool = False
     elapsed_s: float = 0.0  # seconds spent inside this episode's steps: the clock of episode_wall_s
@@ -294,6 +304,8 @@ class ShellBugfixEnv:
             last_patch_failed=bool(effect.info.get("patch_applied")) and not passed,
             files_digest=digest,
             patched=state.patched | {(state.files_digest, action)} if effect.info.get("patch_applied") else state.patched,
+            attempts=state.attempts + attempts_of(effect.info["edited_lines"], state.baseline, effect.tests)
+            if effect.info.get("edited_lines") and effect.tests is not None else state.attempts,
             terminated=terminated, truncated=truncated, elapsed_s=elapsed,
         )
         self._state = replace(state, observation=self._observe(state, files))
@@ -411,7 +423,8 @@ class ShellBugfixEnv:
             return _Effect(f"patch failed: {reason}", _info("patch", error=reason))
         run, output, _, files = self._run_tests(state.spec, budget_s)
         text = f"Patch applied to {', '.join(changed)}. Tests re-run:\n" + output
-        info = {**_info("patch"), "patch_applied": True, "files_changed": changed}
+        info = {**_info("patch"), "patch_applied": True, "files_changed": changed,
+                "edited_lines": edited_lines(patch.diff) if patch.diff is not None else []}
         return _Effect(_tail(text, self.config.output_cap_chars), info, tests=run, files=files)
 
     def _revert(self, state: EpisodeState) -> _Effect:
@@ -507,7 +520,7 @@ class ShellBugfixEnv:
             self._pools[key] = patch_pool(sources, state.latest, self.config.small_repo_functions)
         history = History(step=state.step, max_steps=self.config.max_steps, files_read=state.files_read,
                           tried=state.tried, modified=files != state.initial,
-                          last_patch_failed=state.last_patch_failed)
+                          last_patch_failed=state.last_patch_failed, attempts=state.attempts)
         # A patch already applied to this very working copy is not offered again: its test result is known.
         done = {text for digest, text in state.patched if digest == state.files_digest}
         pool = [c for c in self._pools[key] if c.text not in done] if done else self._pools[key]

@@ -46,6 +46,7 @@ class _Hunk:
     new: tuple[str, ...]  # context and added lines, in order
     removed: tuple[str, ...]
     added: tuple[str, ...]
+    first_change: int  # old-side line number of the first removed line, or of the line an addition precedes
 
 
 def _diff_path(header: str, line_no: int) -> str | None:
@@ -68,6 +69,7 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
     old: list[str] = []
     new: list[str] = []
     changed: dict[str, list[str]] = {"-": [], "+": []}
+    first_change = None
     i += 1
     last = ""
     while i < len(lines) and (old_left > 0 or new_left > 0 or lines[i].startswith("\\")):
@@ -80,6 +82,7 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
         elif tag in (" ", "-", "+"):
             if tag != " ":
                 changed[tag].append(body)
+                first_change = first_change if first_change is not None else int(match[1]) + len(old)
             if tag in " -":
                 old.append(body)
                 old_left -= 1
@@ -94,7 +97,9 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
         raise EnvError(
             f"diff hunk {match[0]!r} ends early: {old_left} old and {new_left} new line(s) missing"
         )
-    return _Hunk(int(match[1]), tuple(old), tuple(new), tuple(changed["-"]), tuple(changed["+"])), i
+    start = int(match[1])
+    return _Hunk(start, tuple(old), tuple(new), tuple(changed["-"]), tuple(changed["+"]),
+                 first_change if first_change is not None else start), i
 
 
 def changed_lines(diff: str) -> tuple[list[str], list[str]]:
@@ -107,6 +112,16 @@ def changed_lines(diff: str) -> tuple[list[str], list[str]]:
     removed = [line.removesuffix("\n") for hunk in hunks for line in hunk.removed]
     added = [line.removesuffix("\n") for hunk in hunks for line in hunk.added]
     return removed, added
+
+
+def edited_lines(diff: str) -> list[tuple[str, int]]:
+    """``(path, line)`` for each hunk of a unified diff: the file and the old-side line number of the hunk's
+    first change (a removed line, or the line an added one goes before).
+
+    Raises:
+        EnvError: ``diff`` is not a well-formed unified diff (as for :func:`apply_unified_diff`).
+    """
+    return [(new or old or "", hunk.first_change) for old, new, hunks in _parse_diff(diff) for hunk in hunks]
 
 
 def _parse_diff(diff: str) -> list[tuple[str | None, str | None, list[_Hunk]]]:
