@@ -22,7 +22,7 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A task directory and a briefly warm-started run to start from (the tasks, the run)."""
     root = tmp_path_factory.mktemp("consolidation")
     make_task(root)
-    config = ShellTrainConfig(epochs=1, warm_start_epochs=20, rl=False, workers=1)
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=40, rl=False, workers=1)
     run = ShellTraining(root / "warm", root / "tasks", config)
     run.warm_start()
     run.close()

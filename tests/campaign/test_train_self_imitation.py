@@ -19,7 +19,7 @@ from test_env import make_task  # noqa: E402
 def test_verified_successes_become_targets_without_a_teacher_and_survive_a_resume(tmp_path: Path) -> None:
     make_task(tmp_path)
     tasks = tmp_path / "tasks"
-    warm = ShellTraining(tmp_path / "warm", tasks, ShellTrainConfig(epochs=1, warm_start_epochs=20, rl=False))
+    warm = ShellTraining(tmp_path / "warm", tasks, ShellTrainConfig(epochs=1, warm_start_epochs=60, rl=False))
     warm.warm_start()
     warm.close()
     base = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=4, teacher="none", temperature=0.5,
