@@ -53,9 +53,9 @@ Feature layout (:data:`FEATURE_NAMES`; every candidate has every key, floats):
 ============================  ===========================================================================
 
 The ``attempt_*`` features are in-episode feedback: what the episode's own earlier patches did to the tests
-(:class:`Attempt`). An oracle demonstration goes straight to the fix and never shows them, so only
-reinforcement learning on the student's own multi-attempt episodes can teach their use (for instance,
-another edit on a line whose wrong edit already changed the failing set).
+(:class:`Attempt`), for telling edits at one site apart after a wrong one (another edit on a line whose
+wrong edit already changed the failing set, say). Recovery demonstrations and the teacher's labels on
+visited states show them with the oracle's answer; RL on multi-attempt episodes with their outcomes.
 
 No input here comes from a task's oracle: the environment passes the working copy's files, the latest
 test run and the episode history, nothing else (``tests/envs/shell/test_no_leakage.py`` checks it).
