@@ -13,6 +13,7 @@ from aios_rl.envs.shell.actions import (
     Invalid,
     Patch,
     Read,
+    Revert,
     Run,
     Stop,
     action_kind,
@@ -160,7 +161,7 @@ def test_file_arguments_names_the_files_a_command_reads() -> None:
 @given(st.text(max_size=300))
 def test_parse_never_raises(text: str) -> None:
     action = parse_action(text)
-    assert isinstance(action, (Read, Run, Patch, Stop, Invalid))
+    assert isinstance(action, (Read, Run, Patch, Revert, Stop, Invalid))
 
 
 _SAFE_PATH = st.from_regex(r"[a-z][a-z0-9_]{0,8}(/[a-z][a-z0-9_]{0,8}){0,2}\.py", fullmatch=True)
