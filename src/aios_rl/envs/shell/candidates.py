@@ -414,8 +414,8 @@ def _features(
 
 
 def _attempt_features(candidate: PatchCandidate, attempts: Sequence[Attempt]) -> dict[str, float]:
-    here = [(abs(a.line - candidate.lineno), a) for a in attempts if a.file == candidate.file]
-    near = [(d, a) for d, a in here if d < ATTEMPT_WINDOW]
+    distances = ((abs(a.line - candidate.lineno), a) for a in attempts if a.file == candidate.file)
+    near = [(d, a) for d, a in distances if d < ATTEMPT_WINDOW]
     if not near:
         return {}
     d, nearest = min(near, key=lambda item: item[0])  # the earliest attempt among equally near ones

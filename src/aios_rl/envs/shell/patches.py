@@ -69,6 +69,7 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
     old: list[str] = []
     new: list[str] = []
     changed: dict[str, list[str]] = {"-": [], "+": []}
+    start = int(match[1])
     first_change = None
     i += 1
     last = ""
@@ -82,7 +83,8 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
         elif tag in (" ", "-", "+"):
             if tag != " ":
                 changed[tag].append(body)
-                first_change = first_change if first_change is not None else int(match[1]) + len(old)
+                if first_change is None:
+                    first_change = start + len(old)
             if tag in " -":
                 old.append(body)
                 old_left -= 1
@@ -97,7 +99,6 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[_Hunk, int]:
         raise EnvError(
             f"diff hunk {match[0]!r} ends early: {old_left} old and {new_left} new line(s) missing"
         )
-    start = int(match[1])
     return _Hunk(start, tuple(old), tuple(new), tuple(changed["-"]), tuple(changed["+"]),
                  first_change if first_change is not None else start), i
 
