@@ -50,7 +50,9 @@ def rollouts(
         None, "--max-steps", help="Environment steps per episode (default 12)."
     ),
     warm_start_epochs: int | None = typer.Option(
-        None, "--warm-start-epochs", help="Distillation passes before RL (default 3; 0: none)."
+        None,
+        "--warm-start-epochs",
+        help="Distillation passes before RL (default: shell train's warm_start_epochs, 60; 0: none).",
     ),
     config: Path | None = typer.Option(
         None, "--config", help="YAML with BenchConfig fields; `train:` takes any `shell train` setting."
