@@ -286,7 +286,7 @@ def main() -> None:
             training = ShellTraining(run, tasks_dir, cfg)
             if overrides["teacher"] == "none" and not args.no_baselines and not untrained_done:
                 untrained_done = True
-                tensors, meta = training.plane.load_checkpoint("ckpt-0000")
+                tensors, meta = training.plane.load_checkpoint(training.plane.resolve_checkpoint("initial"))
                 add("untrained student", scored("untrained student", restore_student(meta["policy"], tensors), seed))
             training.warm_start()
             for epoch in range(training.epochs_done() + 1, cfg.epochs + 1):
@@ -362,7 +362,7 @@ def rescore(args: argparse.Namespace, tasks_dir: Path, names: list[str]) -> None
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         checkpoints = [(name, args.out / run_name(seed, name, CONFIGS[name]), "active") for name in names]
         pure = [run for name, run, _ in checkpoints if name.startswith("pure RL") and (run / "control.db").is_file()]
-        checkpoints += [("untrained student", run, "ckpt-0000") for run in pure[:1]]
+        checkpoints += [("untrained student", run, "initial") for run in pure[:1]]
         for name, run, checkpoint in checkpoints:
             if not (run / "control.db").is_file():
                 continue

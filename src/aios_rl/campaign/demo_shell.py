@@ -48,7 +48,7 @@ def run_shell_demo(out: Path, report: Report, *, count: int = 30, epochs: int = 
         return DemoRow(name, result)
 
     rows = [score(UniformPolicy(), "uniform-random")]
-    tensors, meta = training.plane.load_checkpoint("ckpt-0000")
+    tensors, meta = training.plane.load_checkpoint(training.plane.resolve_checkpoint("initial"))
     rows.append(score(restore_student(meta["policy"], tensors), "untrained student"))
     warm = training.warm_start()
     if warm is not None:
