@@ -80,6 +80,9 @@ def report(runs: list[list[RailTrace]], kind: str, threshold: float, eps: float)
     print(f"gain on {kind}s: {len(y_all)} traces in {len(runs)} run(s); "
           f"y > 0: {np.mean(y_all > eps):.2f}, y < 0: {np.mean(y_all < -eps):.2f}, "
           f"y = 0: {np.mean(~signed):.2f}; mean y {y_all.mean():+.4f}")
+    if not signed.any():  # nothing to correlate with or to predict: every model would print NaN
+        print(f"no gain exceeds |y| > {eps:g}: nothing to predict")
+        return
     z = np.asarray([t.z for run in runs for t in run])
     corr = []
     for name, col in zip(CONTEXT_NAMES, z.T, strict=True):
