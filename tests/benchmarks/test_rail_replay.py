@@ -8,13 +8,13 @@ import warnings
 import numpy as np
 import pytest
 
-from aios_rl.rollout.rail_features import CONTEXT_DIM
 from aios_rl.rollout.rail import RailConfig
+from aios_rl.rollout.rail_features import CONTEXT_DIM
 from aios_rl.storage.rail_traces import RailTrace
 
 
-def _traces(n: int, gain, seed: int = 0) -> list[RailTrace]:
-    rng = random.Random(seed)
+def _traces(n: int, gain) -> list[RailTrace]:
+    rng = random.Random(0)
     traces = []
     for _ in range(n):
         z = tuple(rng.uniform(-1, 1) for _ in range(CONTEXT_DIM))
@@ -26,8 +26,8 @@ def test_prequential_predictions_recover_a_planted_gain_sign(load_benchmark) -> 
     replay = load_benchmark("rail_replay")
     traces = _traces(160, lambda z: 0.3 * z[0])
     y = replay.gains(traces, "reward", 0.5)
-    preds = replay.prequential(traces, y, RailConfig())
     config = RailConfig()
+    preds = replay.prequential(traces, y, config)
     assert np.isnan(preds[: config.min_fit_traces]).all()  # nothing is predicted before the first fit
     scored = ~np.isnan(preds)
     assert scored.sum() == len(traces) - config.min_fit_traces

@@ -396,16 +396,16 @@ def test_sigkill_during_save_never_leaves_a_partial_checkpoint(tmp_path: Path) -
     plan = [(1, rng.random()), (-1, 0.0), (0, 0.0), (0, rng.uniform(0.2, 0.8)), (0, 0.97)]
     save_time = 1.0
     temp_dirs_seen = 0
-    round_no = 0
     # A loaded machine can shift every kill outside the write; up to 8 more rounds at random points then.
-    while round_no < len(plan) or (temp_dirs_seen == 0 and round_no < len(plan) + 8):
+    for round_no in range(len(plan) + 8):
+        if round_no >= len(plan) and temp_dirs_seen:
+            break
         wait_saves, fraction = plan[round_no] if round_no < len(plan) else (0, rng.uniform(0.05, 0.95))
         tag = f"r{round_no}"
-        round_no += 1
         delay = fraction * save_time
         lines, measured = _kill_round(root, script, tag, wait_saves, delay)
         save_time = measured or save_time
-        context = f"seed={seed} round={tag} wait_saves={wait_saves} delay={delay:.3f}s lines={lines}"
+        context = f"seed={seed} round={round_no} wait_saves={wait_saves} delay={delay:.3f}s lines={lines}"
 
         reported = [line[0] for line in lines]
         assert reported == [f"{tag}-{n}" for n in range(len(reported))], context
