@@ -339,8 +339,10 @@ def test_sign_agreement_matches_loop(seed):
 
 
 def test_promotion_fires_exactly_when_sign_agreement_first_passes_the_threshold():
+    # the threshold alone: at promotion 23 of the window's 32 signed gains are positive, so the agreement
+    # equals the base rate and the default margin would hold it back (next test)
     ctl = RailController(RailConfig(refit_every=10**6, promotion_window=32, promotion_threshold=0.7,
-                                    promotion_min_traces=0))
+                                    promotion_min_traces=0, promotion_margin=None))
     # Δ̂ = z0 - 1/2 for every arm
     ctl.model.load_state_dict({"theta": shared_theta(ctl, np.r_[1.0, np.zeros(25), -0.5]).tolist()})
     z = zvec(0.9)  # Δ̂ = +0.4
@@ -362,9 +364,11 @@ def test_a_promotion_margin_demands_beating_the_majority_sign():
     # Δ̂ = +0.4 everywhere; 26 of the 32 signed gains in the window are positive (base rate 0.8125) and the
     # model agrees on exactly those, so agreement = base rate = 0.8125 >= the 0.7 threshold.
     gains = [0.1] * 26 + [-0.1] * 6
-    for margin, promoted in ((None, True), (0.0, True), (0.01, False)):
-        ctl = RailController(RailConfig(refit_every=10**6, promotion_window=32, promotion_min_traces=0,
-                                        promotion_margin=margin))
+    assert RailConfig().promotion_margin == 0.05
+    for margin, promoted in ((None, True), (0.0, True), (0.01, False), ("default", False)):
+        kwargs = {} if margin == "default" else {"promotion_margin": margin}
+        config = RailConfig(refit_every=10**6, promotion_window=32, promotion_min_traces=0, **kwargs)
+        ctl = RailController(config)
         ctl.model.load_state_dict({"theta": shared_theta(ctl, np.r_[1.0, np.zeros(25), -0.5]).tolist()})
         for y in gains:  # the window fills, and promotion is tested, at the 32nd trace
             ctl.observe(trace(zvec(0.9), y=y))
@@ -378,6 +382,23 @@ def test_a_promotion_margin_demands_beating_the_majority_sign():
         ctl.observe(trace(zvec(0.9), y=y))
     d = ctl.diagnostics()
     assert (d["rail/sign_agreement"], d["rail/sign_base_rate"]) == (0.25, 0.75)
+
+
+def test_the_margin_is_capped_at_one_so_a_perfect_model_on_a_one_sign_window_goes_live():
+    for margin in (0.05, 0.5):
+        ctl = RailController(RailConfig(refit_every=10**6, promotion_window=8, promotion_min_traces=0,
+                                        promotion_margin=margin))
+        ctl.model.load_state_dict({"theta": shared_theta(ctl, np.r_[1.0, np.zeros(25), -0.5]).tolist()})
+        for i in range(1, 8):
+            ctl.observe(trace(zvec(0.9), y=0.1))
+            assert ctl.mode == "shadow", i
+        ctl.observe(trace(zvec(0.9), y=-0.1))  # 7 of 8 agree, the base rate is 7/8: not enough
+        assert ctl.mode == "shadow"
+        for _ in range(8):
+            ctl.observe(trace(zvec(0.9), y=0.1))
+        d = ctl.diagnostics()
+        assert (d["rail/sign_agreement"], d["rail/sign_base_rate"]) == (1.0, 1.0)
+        assert ctl.mode == "live" and ctl.promoted_at == 16, margin
 
 
 def test_promotion_waits_for_the_minimum_trace_count():
@@ -578,11 +599,11 @@ def test_state_dict_round_trip_resumes_identically():
 
 
 def test_a_state_saved_before_the_base_rate_and_margin_existed_still_loads():
-    a = RailController(small_config())
+    a = RailController(small_config(promotion_margin=None))  # how the previous version promoted
     run_controller(a, np.random.default_rng(4), 300)
     state = json.loads(json.dumps(a.state_dict()))
     del state["config"]["promotion_margin"], state["positive"]  # what the previous version saved
-    b = RailController(small_config())
+    b = RailController(small_config(promotion_margin=None))
     b.load_state_dict(state)
     assert b.n_traces == a.n_traces and b.mode == a.mode
     assert "rail/sign_base_rate" not in b.diagnostics()  # the signs must refill the window first
@@ -591,9 +612,9 @@ def test_a_state_saved_before_the_base_rate_and_margin_existed_still_loads():
     while len(b._positive) < b.config.promotion_window:
         run_controller(b, rng, 1)
     assert b.diagnostics()["rail/sign_base_rate"] >= 0.5
-    margin = RailController(small_config(promotion_margin=0.1))
-    with pytest.raises(ConfigError, match="promotion_margin"):
-        margin.load_state_dict(state)  # a saved config without it is read with the default, None
+    for margin in (RailController(small_config()), RailController(small_config(promotion_margin=0.1))):
+        with pytest.raises(ConfigError, match="promotion_margin"):
+            margin.load_state_dict(state)  # a saved config without it is read as None, not today's default
 
 
 # ---------------------------------------------------------------- config
