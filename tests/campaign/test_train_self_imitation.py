@@ -81,15 +81,22 @@ def test_a_run_stored_with_an_old_default_resumes_with_it(tmp_path: Path, edit_s
     config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none", allocator="rail")
     ShellTraining(tmp_path / "old", tasks, config).close()
 
-    def as_before(stored: dict) -> None:  # as a run stored before the RAIL penalty's default changed
-        assert stored["allocation"]["rail"]["l2"] == 10.0
-        stored["allocation"]["rail"]["l2"] = 0.1
+    def as_before(stored: dict) -> None:  # as a run stored before the RAIL defaults changed
+        rail = stored["allocation"]["rail"]
+        assert (rail["l2"], rail["promotion_margin"]) == (10.0, 0.05)
+        rail.update(l2=0.1, promotion_margin=None)
 
     edit_stored_config(tmp_path / "old", as_before)
 
     resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))  # same command
     assert resumed.config.allocation.rail.l2 == 0.1
     assert resumed.collector.allocator.controller.config.l2 == 0.1
+    assert resumed.collector.allocator.controller.config.promotion_margin is None
+    resumed.close()
+    # stored before the margin existed: it promoted without one
+    edit_stored_config(tmp_path / "old", lambda stored: stored["allocation"]["rail"].pop("promotion_margin"))
+    resumed = ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"epochs": 2}))
+    assert resumed.collector.allocator.controller.config.promotion_margin is None
     resumed.close()
     rail = config.allocation.rail.model_copy(update={"l2": 3.0})
     asked_for = config.model_copy(update={"allocation": config.allocation.model_copy(update={"rail": rail})})

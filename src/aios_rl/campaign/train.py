@@ -266,12 +266,14 @@ LEGACY_SETTINGS: dict[tuple[str, ...], Any] = {
     ("trainer", "self_imitation_coef"): 0.0,
     ("task_sampling",): "uniform",
     ("demo_replay",): False,
+    ("allocation", "rail", "promotion_margin"): None,
 }
 # Settings whose default changed, by path, with the old default. A run stored with the old default and
 # resumed by a command that leaves the setting at today's default (the same command as before) keeps its
 # stored value. The price: asking for today's default explicitly cannot be told apart, and also resumes.
 CHANGED_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("allocation", "rail", "l2"): 0.1,
+    ("allocation", "rail", "promotion_margin"): None,
     ("warm_start_epochs",): 20,
 }
 
