@@ -26,7 +26,6 @@ from aios_rl.campaign.validation import (
 from aios_rl.contracts.episode import Task
 from aios_rl.contracts.errors import ConfigError, LineageError
 from aios_rl.control.events import ControlConfig
-from aios_rl.control.plane import ControlPlane
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -132,11 +131,12 @@ def test_a_worse_update_is_rolled_back_and_repeated_rollbacks_freeze(tmp_path: P
     make_task(tmp_path / "val", task_id="never-1", files=UNFIXABLE, oracle=False)
     run = tmp_path / "run"
     # One rollback in a row is already more than this run allows: the lineage freezes on it.
-    ControlPlane(run, ControlConfig(max_consecutive_rollbacks=0)).close()
     config = ShellTrainConfig(epochs=2, tasks_per_epoch=1, group_size=2, teacher="none", warm_start_epochs=0,
-                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"), rule="mean"))
+                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"), rule="mean"),
+                              control=ControlConfig(max_consecutive_rollbacks=0))
     training = ShellTraining(run, tmp_path / "tasks", config)
     try:
+        assert training.plane.config.max_consecutive_rollbacks == 0  # stored with the run's control plane
         before = {k: v.clone() for k, v in training.policy.state_dict().items()}
         # The parent's score as if it had solved the validation task; the candidate is really scored.
         training.plane.store.set_meta(VALIDATION_KEY, {"ckpt-0000": {"success": 1.0, "tasks": {"never-1": 1.0}}})
@@ -160,6 +160,9 @@ def test_a_worse_update_is_rolled_back_and_repeated_rollbacks_freeze(tmp_path: P
         assert len(training.plane.store.episode_ids()) == episodes
     finally:
         training.close()
+    with pytest.raises(ConfigError, match="different configuration"):  # the control settings are the run's
+        ShellTraining(run, tmp_path / "tasks", config.model_copy(update={"control": ControlConfig()}))
+    ShellTraining(run, tmp_path / "tasks", config).close()  # the same command resumes
 
 
 def test_a_better_update_is_promoted_and_scores_are_kept_per_checkpoint(tmp_path: Path) -> None:

@@ -140,6 +140,10 @@ class ShellTrainConfig(ConfigModel):
     )
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Update hyperparameters.")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward fusion.")
+    control: ControlConfig = Field(
+        default_factory=ControlConfig, description="Control-plane settings (replay lanes, the rollback freeze "
+        "count, snapshots), stored in RUN/control.db with the run; as `shell campaign`'s control.",
+    )
     env: ShellEnvConfig = Field(default_factory=ShellEnvConfig, description="Shell environment settings.")
 
     @field_validator("allocator")
@@ -339,7 +343,7 @@ class ShellTraining:
             if seen:
                 raise ConfigError(f"init_from: {start[1]} was trained on {len(seen)} of this run's validation "
                                   f"task(s) (e.g. {seen[0]}); validate on tasks it never saw (--val-tasks DIR)")
-        self.plane = ControlPlane(run_dir, ControlConfig() if new_run else None)
+        self.plane = ControlPlane(run_dir, config.control if new_run else None)
         self.config = _resolve_config(self.plane, config)
         self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
         self.tasks, self.val_tasks = split or validation_split(self.config.validation, train_tasks, self.config.seed)
