@@ -131,9 +131,9 @@ def test_a_worse_update_is_rolled_back_and_repeated_rollbacks_freeze(tmp_path: P
     make_task(tmp_path / "val", task_id="never-1", files=UNFIXABLE, oracle=False)
     run = tmp_path / "run"
     # One rollback in a row is already more than this run allows: the lineage freezes on it.
+    gate = ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"), rule="mean")
     config = ShellTrainConfig(epochs=2, tasks_per_epoch=1, group_size=2, teacher="none", warm_start_epochs=0,
-                              validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"), rule="mean"),
-                              control=ControlConfig(max_consecutive_rollbacks=0))
+                              validation=gate, control=ControlConfig(max_consecutive_rollbacks=0))
     training = ShellTraining(run, tmp_path / "tasks", config)
     try:
         assert training.plane.config.max_consecutive_rollbacks == 0  # stored with the run's control plane

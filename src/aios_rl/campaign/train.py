@@ -141,8 +141,8 @@ class ShellTrainConfig(ConfigModel):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Update hyperparameters.")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward fusion.")
     control: ControlConfig = Field(
-        default_factory=ControlConfig, description="Control-plane settings (replay lanes, the rollback freeze "
-        "count, snapshots), stored in RUN/control.db with the run; as `shell campaign`'s control.",
+        default_factory=ControlConfig, description="Control-plane settings (replay lanes, the rollback "
+        "freeze count, snapshots), stored in RUN/control.db with the run; as `shell campaign`'s control.",
     )
     env: ShellEnvConfig = Field(default_factory=ShellEnvConfig, description="Shell environment settings.")
 
