@@ -37,7 +37,6 @@ from scipy.stats import binomtest
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.evaluate import evaluate
 from aios_rl.campaign.shell_eval import holdout_group
-from aios_rl.campaign.students import restore_student
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, load_student_from
 from aios_rl.campaign.validation import ValidationConfig
 from aios_rl.contracts.episode import DecodingRegime
@@ -286,8 +285,7 @@ def main() -> None:
             training = ShellTraining(run, tasks_dir, cfg)
             if overrides["teacher"] == "none" and not args.no_baselines and not untrained_done:
                 untrained_done = True
-                tensors, meta = training.plane.load_checkpoint(training.plane.resolve_checkpoint("initial"))
-                add("untrained student", scored("untrained student", restore_student(meta["policy"], tensors), seed))
+                add("untrained student", scored("untrained student", training.load_student("initial"), seed))
             training.warm_start()
             for epoch in range(training.epochs_done() + 1, cfg.epochs + 1):
                 try:

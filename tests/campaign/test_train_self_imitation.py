@@ -6,11 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.metrics import read_metrics
 from aios_rl.campaign.train import SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining
-from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.errors import ConfigError, StorageError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -21,6 +22,13 @@ def test_verified_successes_become_targets_without_a_teacher_and_survive_a_resum
     tasks = tmp_path / "tasks"
     warm = ShellTraining(tmp_path / "warm", tasks, ShellTrainConfig(epochs=1, warm_start_epochs=60, rl=False))
     warm.warm_start()
+    trained, initial = warm.load_student(), warm.load_student("initial")
+    assert trained is not warm.policy
+    for name, value in warm.policy.state_dict().items():  # the active checkpoint is the warm-started student
+        assert torch.equal(trained.state_dict()[name], value), name
+    assert not all(torch.equal(initial.state_dict()[k], v) for k, v in trained.state_dict().items())
+    with pytest.raises(StorageError, match="not found"):
+        warm.load_student("ckpt-0099")
     warm.close()
     base = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=4, teacher="none", temperature=0.5,
                             init_from=str(tmp_path / "warm"))

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from aios_rl.campaign.evaluate import EvalResult, evaluate
 from aios_rl.campaign.shell_eval import holdout_group
-from aios_rl.campaign.students import restore_student
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.task import load_tasks
@@ -48,8 +47,7 @@ def run_shell_demo(out: Path, report: Report, *, count: int = 30, epochs: int = 
         return DemoRow(name, result)
 
     rows = [score(UniformPolicy(), "uniform-random")]
-    tensors, meta = training.plane.load_checkpoint(training.plane.resolve_checkpoint("initial"))
-    rows.append(score(restore_student(meta["policy"], tensors), "untrained student"))
+    rows.append(score(training.load_student("initial"), "untrained student"))
     warm = training.warm_start()
     if warm is not None:
         report(f"warm start: distilled {warm.metrics['demonstrations']} oracle demonstrations -> {warm.checkpoint}")

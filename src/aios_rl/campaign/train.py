@@ -368,6 +368,17 @@ class ShellTraining:
     def make_env(self) -> Env:
         return ShellBugfixEnv(self.config.env, sandbox=self.sandbox)
 
+    def load_student(self, checkpoint: str = "active") -> Policy:
+        """A separate copy of this run's student at ``checkpoint`` (active, last_stable, initial or an id),
+        e.g. ``"initial"`` for the untrained student to compare against; the student being trained is
+        ``self.policy``.
+
+        Raises:
+            StorageError: the run has no such checkpoint, or its files do not verify.
+        """
+        tensors, meta = self.plane.load_checkpoint(self.plane.resolve_checkpoint(checkpoint))
+        return restore_student(meta["policy"], tensors)
+
     def _student(self, start: tuple[Policy, str] | None) -> tuple[Policy, Trainer]:
         lineage = self.plane.state.lineage
         if lineage.active is None:
