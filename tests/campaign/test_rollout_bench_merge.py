@@ -12,6 +12,7 @@ from aios_rl.campaign.rollout_bench import (
     RESULTS_FILE,
     BenchConfig,
     SeedRun,
+    format_table,
     merge_results,
     summarize,
 )
@@ -67,3 +68,22 @@ def test_other_settings_and_repeated_seeds_are_refused(tmp_path):
     c = bench_dir(tmp_path / "c", {("rail", 0): 0.5})
     with pytest.raises(ConfigError, match="repeat"):
         merge_results([a, c], tmp_path / "out")
+
+
+def test_merged_seeds_that_skip_numbers_are_recorded_as_they_are(tmp_path):
+    a = bench_dir(tmp_path / "a", {("rail", 0): 0.7, ("rail", 2): 0.5})
+    b = bench_dir(tmp_path / "b", {("rail", 5): 0.6}, first_seed=5)
+    summaries, cfg = merge_results([a, b], tmp_path / "out")
+    assert cfg.seed_list == (0, 2, 5) and cfg.seed_numbers() == [0, 2, 5]
+    saved = BenchConfig.model_validate_json((tmp_path / "out" / CONFIG_FILE).read_text())
+    assert saved.seed_numbers() == [0, 2, 5]
+    assert "seeds 0, 2, 5," in format_table(summaries, cfg)[0]
+
+
+def test_seed_list_replaces_the_range_and_must_be_distinct():
+    assert BenchConfig(seeds=2, first_seed=3).seed_numbers() == [3, 4]
+    assert BenchConfig(seeds=2, first_seed=3, seed_list=(7, 1)).seed_numbers() == [7, 1]
+    with pytest.raises(ConfigError, match="distinct"):
+        BenchConfig(seed_list=(1, 1))
+    with pytest.raises(ConfigError, match="distinct"):
+        BenchConfig(seed_list=(-1,))

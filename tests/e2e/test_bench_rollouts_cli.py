@@ -128,23 +128,26 @@ def test_bench_rollouts_json_png_and_budgets(tasks: Path) -> None:
     again = aios("bench", "rollouts", "--tasks", str(tasks / "tasks"), "--out", str(out), check=False)
     assert again.returncode == 2 and "not empty" in again.stderr
 
-    # Seed 1 in a second run (another process, on a bigger machine), then one table over both seeds.
-    other = tasks / "out-seed1"
+    # Seed 2 in a second run (another process, on a bigger machine), then one table over both seeds.
+    other = tasks / "out-seed2"
     aios("bench", "rollouts", "--tasks", str(tasks / "tasks"), "--methods", "uniform-2,rail-3", "--budget", "4",
-         "--seeds", "1", "--first-seed", "1", "--tasks-per-round", "1", "--eval-points", "2", "--eval-tasks", "1",
+         "--seed-list", "2", "--tasks-per-round", "1", "--eval-points", "2", "--eval-tasks", "1",
          "--max-steps", "2", "--warm-start-epochs", "0", "--config", str(tasks / "bench.yaml"), "--out", str(other))
-    assert (other / "seed-1" / "initial" / "control.db").is_file() and not (other / "seed-0").exists()
+    assert (other / "seed-2" / "initial" / "control.db").is_file() and not (other / "seed-0").exists()
     merged = json.loads(aios("bench", "merge-rollouts", str(out), str(other), "--out", str(tasks / "merged"),
                              "--json").stdout)
     assert [r["method"] for r in merged] == ["uniform-2", "rail-3"]
     saved = json.loads((tasks / "merged" / "results.json").read_text())
-    assert [s["seed"] for s in saved[0]["seeds"]] == [0, 1]
+    assert [s["seed"] for s in saved[0]["seeds"]] == [0, 2]
+    assert json.loads((tasks / "merged" / "bench_config.json").read_text())["seed_list"] == [0, 2]
     single = {r["method"]: r for r in rows}
-    seed1 = json.loads((other / "results.json").read_text())
+    seed2 = json.loads((other / "results.json").read_text())
     for row in merged:
         finals = [single[row["method"]]["success_mean"],
-                  next(r for r in seed1 if r["method"] == row["method"])["success_mean"]]
+                  next(r for r in seed2 if r["method"] == row["method"])["success_mean"]]
         assert row["success_mean"] == pytest.approx(sum(finals) / 2)
+    bad = aios("bench", "rollouts", "--tasks", str(tasks / "tasks"), "--seed-list", "0,x", check=False)
+    assert bad.returncode == 2 and "comma-separated integers" in bad.stderr
     twice = aios("bench", "merge-rollouts", str(out), str(out), "--out", str(tasks / "m2"), check=False)
     assert twice.returncode == 2 and "repeat" in twice.stderr
 

@@ -68,6 +68,11 @@ class BenchConfig(ConfigModel):
     first_seed: int = Field(
         default=0, ge=0, description="Seeds run: first_seed..first_seed+seeds-1 (split seeds over processes)."
     )
+    seed_list: tuple[int, ...] = Field(
+        default=(),
+        description="Exact seeds run, in place of seeds and first_seed (merge-rollouts records the seeds "
+        "it combined here, contiguous or not).",
+    )
     tasks_per_round: int = Field(default=8, ge=1, description="Training tasks per round (one update each).")
     eval_points: int = Field(default=4, ge=1, description="Holdout evaluations at budget·i/P, i = 1..P.")
     eval_tasks: int = Field(default=0, ge=0, description="Holdout tasks evaluated (0: all).")
@@ -84,6 +89,17 @@ class BenchConfig(ConfigModel):
         for name in methods:
             parse_allocator_name(name)
         return methods
+
+    @field_validator("seed_list")
+    @classmethod
+    def _distinct(cls, seeds: tuple[int, ...]) -> tuple[int, ...]:
+        if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+            raise ConfigError(f"seed_list needs distinct seeds >= 0, got {list(seeds)}")
+        return seeds
+
+    def seed_numbers(self) -> list[int]:
+        """The seeds run: ``seed_list`` when given, else first_seed..first_seed+seeds-1."""
+        return list(self.seed_list) or list(range(self.first_seed, self.first_seed + self.seeds))
 
 
 @dataclass
@@ -131,7 +147,7 @@ def run_bench(
     holdout = holdout[: config.eval_tasks or None]
     runs: dict[str, list[SeedRun]] = {m: [] for m in config.methods}
     (out / CONFIG_FILE).write_text(config.model_dump_json(indent=2))
-    for seed in range(config.first_seed, config.first_seed + config.seeds):
+    for seed in config.seed_numbers():
         start, success = _initial(tasks_dir, out / f"seed-{seed}" / "initial", seed, config, holdout)
         log(f"seed {seed}: initial checkpoint {start}, holdout success {success:.3f}")
         for method in config.methods:
@@ -161,7 +177,7 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
         configs.append(BenchConfig.model_validate_json((d / CONFIG_FILE).read_text()))
         for row in json.loads((d / RESULTS_FILE).read_text()):
             runs.setdefault(row["method"], []).extend(_seed_run(s) for s in row["seeds"])
-    same = {"seeds", "first_seed", "methods"}
+    same = {"seeds", "first_seed", "seed_list", "methods"}
     for d, c in zip(dirs[1:], configs[1:], strict=True):
         if c.model_dump(exclude=same) != configs[0].model_dump(exclude=same):
             raise ConfigError(
@@ -179,7 +195,12 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
         )
     numbers = next(iter(covered.values()))
     merged = configs[0].model_copy(
-        update={"seeds": len(numbers), "first_seed": min(numbers), "methods": tuple(runs)}
+        update={
+            "seeds": len(numbers),
+            "first_seed": min(numbers),
+            "seed_list": tuple(numbers),
+            "methods": tuple(runs),
+        }
     )
     summaries = summarize(runs)
     out.mkdir(parents=True, exist_ok=True)
@@ -336,9 +357,9 @@ def summarize(runs: dict[str, list[SeedRun]]) -> list[MethodSummary]:
 
 def format_table(summaries: list[MethodSummary], config: BenchConfig) -> list[str]:
     """The side-by-side table (and RAIL's diagnostics) as lines of text."""
-    n = config.seeds
+    seeds = ", ".join(map(str, config.seed_numbers()))
     lines = [
-        f"rollout allocation benchmark: budget {config.budget} rollouts per seed, {n} seed(s), "
+        f"rollout allocation benchmark: budget {config.budget} rollouts per seed, seeds {seeds}, "
         f"{config.tasks_per_round} tasks per round, holdout success at {config.eval_points} milestones",
         f"{'method':<12} {'holdout success':>17} {'rollouts':>9} {'env steps':>10} "
         f"{'to match ' + REFERENCE:>20} {'zero-var groups':>16} {'wall s':>8}",

@@ -31,6 +31,11 @@ def rollouts(
     first_seed: int | None = typer.Option(
         None, "--first-seed", help="First seed (default 0): run seeds in several processes, then merge-rollouts."
     ),
+    seed_list: str | None = typer.Option(
+        None,
+        "--seed-list",
+        help="Exact seeds, comma-separated (e.g. 0,2,5), in place of --seeds and --first-seed.",
+    ),
     out: Path | None = typer.Option(
         None, "--out", help="New output directory (default runs/bench-rollouts-TIME)."
     ),
@@ -72,6 +77,7 @@ def rollouts(
         "budget": budget,
         "seeds": seeds,
         "first_seed": first_seed,
+        "seed_list": None if seed_list is None else _ints(seed_list, "--seed-list"),
         "tasks_per_round": tasks_per_round,
         "eval_points": eval_points,
         "eval_tasks": eval_tasks,
@@ -106,6 +112,15 @@ def merge_rollouts(
     _report(summaries, cfg, out, as_json)
 
 
+def _ints(text: str, option: str) -> list[int]:
+    from aios_rl.contracts.errors import ConfigError
+
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"{option} takes comma-separated integers, got {text!r}") from None
+
+
 def _report(summaries: list[MethodSummary], cfg: BenchConfig, out: Path, as_json: bool) -> None:
     from aios_rl.campaign.rollout_bench import format_table
     from aios_rl.report.plots import plot_rollout_curves
@@ -113,7 +128,7 @@ def _report(summaries: list[MethodSummary], cfg: BenchConfig, out: Path, as_json
     png = plot_rollout_curves(
         summaries,
         out / "rollouts.png",
-        title=f"holdout success vs rollouts ({cfg.seeds} seed(s), budget {cfg.budget})",
+        title=f"holdout success vs rollouts ({len(cfg.seed_numbers())} seed(s), budget {cfg.budget})",
     )
     if as_json:
         keep = (
