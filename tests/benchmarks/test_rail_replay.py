@@ -55,3 +55,20 @@ def test_report_prints_every_model_with_finite_numbers(load_benchmark, capsys) -
     rows = [line for line in out.splitlines() if line.startswith(("huber", "ridge"))]
     assert len(rows) == len(replay.VARIANTS)
     assert "nan" not in out.lower()
+
+
+def test_the_replay_predicts_what_the_controller_predicted_on_the_same_traces(load_benchmark) -> None:
+    """The replay refits on the controller's schedule and window: its Δ̂ of each trace is the live one."""
+    from aios_rl.rollout.rail import RailController
+
+    replay = load_benchmark("rail_replay")
+    config = RailConfig(window=40, refit_every=8, min_fit_traces=12, promotion_min_traces=10**6)
+    traces = _traces(100, lambda z: 0.2 * z[0] - 0.1 * z[3])
+    controller, live = RailController(config), []
+    for trace in traces:
+        fitted = controller.model.fitted
+        live.append(controller.model.predict(np.asarray(trace.z), trace.arm) if fitted else np.nan)
+        controller.observe(trace)
+    preds = replay.prequential(traces, replay.gains(traces, "reward", 0.5), config)
+    assert np.isnan(preds[:16]).all() and not np.isnan(preds[16:]).any()  # first fit after trace 16
+    np.testing.assert_allclose(preds, np.asarray(live), rtol=1e-9, atol=1e-12)

@@ -116,6 +116,10 @@ class RailConfig(ConfigModel):
             raise ConfigError(f"rail.regimes names {names}: need at least one, all distinct")
         return self
 
+    def refit_due(self, n_traces: int, buffered: int) -> bool:
+        """Whether Δ̂ is refit after the ``n_traces``-th trace, with ``buffered`` traces kept to fit on."""
+        return n_traces % self.refit_every == 0 and buffered >= self.min_fit_traces
+
 
 @dataclass(frozen=True)
 class StepInfo:
@@ -336,7 +340,7 @@ class RailController:
         self.n_traces += 1
         if trace.mode == "shadow" and y <= c.stop_tol:
             self._stop(trace.group_id)
-        if self.n_traces % c.refit_every == 0 and len(self._buffer) >= c.min_fit_traces:
+        if c.refit_due(self.n_traces, len(self._buffer)):
             self.model.fit(self._buffer)
         if self.mode == "shadow" and self._promotable():
             self._promote()
