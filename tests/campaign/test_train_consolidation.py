@@ -33,7 +33,7 @@ def standing_loss(training: ShellTraining, archive: bool) -> float:
     """The student's distillation loss over the run's demonstrations (and self-imitation archive)."""
     targets = training._demonstrations()
     if archive:
-        targets = targets + training._self_imitation([], 2)[0]
+        targets = targets + training._archived_targets(2)
     with torch.no_grad():
         return training.trainer.auxiliary_loss(targets, None, None, UpdateStats()).item()
 
@@ -54,7 +54,7 @@ def test_the_passes_fit_the_standing_targets_after_the_update(
             records[passes] = read_metrics(tmp_path / f"passes-{passes}" / "metrics.jsonl")[-1]
             losses[passes] = standing_loss(training, archive=rl)
             demonstrations = len(training._demonstrations())
-            archived = len(training._self_imitation([], 2)[0]) if rl else 0
+            archived = len(training._archived_targets(2)) if rl else 0
         finally:
             training.close()
     # Both runs took the same rollouts and the same update; only the passes after it differ.

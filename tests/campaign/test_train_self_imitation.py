@@ -55,8 +55,7 @@ def test_verified_successes_become_targets_without_a_teacher_and_survive_a_resum
 
     resumed = ShellTraining(tmp_path / "on", tasks, on_config.model_copy(update={"epochs": 2}))
     try:
-        batch, tasks = resumed._self_imitation([], 2)  # no new episode: the stored archive alone
-        assert tasks == 1
+        batch = resumed._archived_targets(2)  # the stored archive, read back
         assert len(batch) == archive["calc-1"]["steps"] > 0
         stored = resumed.plane.store.episode_bodies([archive["calc-1"]["episode_id"]])
         assert '"outcome":"success"' in stored[archive["calc-1"]["episode_id"]].replace(" ", "")

@@ -612,10 +612,17 @@ class ShellTraining:
         """
         archive = update_archive(self.plane.store.get_meta(SELF_IMITATION_KEY, {}), episodes)
         self.plane.store.set_meta(SELF_IMITATION_KEY, archive)
+        return self._archived_targets(epoch, archive), len(archive)
+
+    def _archived_targets(self, epoch: int, archive: dict[str, Any] | None = None) -> DistillBatch:
+        """Epoch ``epoch``'s draw of distillation targets from ``archive`` (default: the stored one, read
+        only)."""
+        if archive is None:
+            archive = self.plane.store.get_meta(SELF_IMITATION_KEY, {})
         rng = random.Random(f"self-imitation:{self.config.seed}:{epoch}")
         chosen = pick_archived(archive, self.config.self_imitation_tasks, rng)
-        batch = self_imitation_batch(load_episodes(self.plane, chosen), self.config.trainer.self_imitation_coef)
-        return batch, len(archive)
+        coef = self.config.trainer.self_imitation_coef
+        return self_imitation_batch(load_episodes(self.plane, chosen), coef)
 
     def close(self) -> None:
         self.plane.close()
