@@ -146,8 +146,10 @@ def test_bench_rollouts_json_png_and_budgets(tasks: Path) -> None:
         finals = [single[row["method"]]["success_mean"],
                   next(r for r in seed2 if r["method"] == row["method"])["success_mean"]]
         assert row["success_mean"] == pytest.approx(sum(finals) / 2)
-    bad = aios("bench", "rollouts", "--tasks", str(tasks / "tasks"), "--seed-list", "0,x", check=False)
-    assert bad.returncode == 2 and "comma-separated integers" in bad.stderr
+    for seed_list in ("0,x", ","):
+        bad = aios("bench", "rollouts", "--tasks", str(tasks / "tasks"), "--seed-list", seed_list,
+                   check=False)
+        assert bad.returncode == 2 and "comma-separated integers" in bad.stderr
     twice = aios("bench", "merge-rollouts", str(out), str(out), "--out", str(tasks / "m2"), check=False)
     assert twice.returncode == 2 and "repeat" in twice.stderr
 

@@ -116,9 +116,12 @@ def _ints(text: str, option: str) -> list[int]:
     from aios_rl.contracts.errors import ConfigError
 
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        numbers = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise ConfigError(f"{option} takes comma-separated integers, got {text!r}") from None
+        numbers = []
+    if not numbers:
+        raise ConfigError(f"{option} takes comma-separated integers, got {text!r}")
+    return numbers
 
 
 def _report(summaries: list[MethodSummary], cfg: BenchConfig, out: Path, as_json: bool) -> None:
