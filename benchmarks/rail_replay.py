@@ -68,8 +68,8 @@ def prequential(traces: Sequence[RailTrace], y: np.ndarray, config: RailConfig) 
         if model.fitted:
             preds[i] = model.predict(np.asarray(trace.z), trace.arm)
         seen.append(replace(trace, y=float(target)))
-        if config.refit_due(len(seen), min(len(seen), config.window)):
-            model.fit(seen)  # the model fits on the last `window` of them, as the controller's buffer holds
+        if config.refit_due(len(seen)):
+            model.fit(seen)  # on the last `window` of them, as the controller's buffer holds
     return preds
 
 

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from aios_rl.rollout.rail import RailConfig
+from aios_rl.rollout.rail import RailConfig, RailController
 from aios_rl.rollout.rail_features import CONTEXT_DIM
 from aios_rl.storage.rail_traces import RailTrace
 
@@ -59,8 +59,6 @@ def test_report_prints_every_model_with_finite_numbers(load_benchmark, capsys) -
 
 def test_the_replay_predicts_what_the_controller_predicted_on_the_same_traces(load_benchmark) -> None:
     """The replay refits on the controller's schedule and window: its Δ̂ of each trace is the live one."""
-    from aios_rl.rollout.rail import RailController
-
     replay = load_benchmark("rail_replay")
     config = RailConfig(window=40, refit_every=8, min_fit_traces=12, promotion_min_traces=10**6)
     traces = _traces(100, lambda z: 0.2 * z[0] - 0.1 * z[3])

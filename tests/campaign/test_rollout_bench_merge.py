@@ -72,7 +72,7 @@ def test_other_settings_and_repeated_seeds_are_refused(tmp_path):
 
 def test_merged_seeds_that_skip_numbers_are_recorded_as_they_are(tmp_path):
     a = bench_dir(tmp_path / "a", {("rail", 0): 0.7, ("rail", 2): 0.5})
-    b = bench_dir(tmp_path / "b", {("rail", 5): 0.6}, first_seed=5)
+    b = bench_dir(tmp_path / "b", {("rail", 5): 0.6}, seed_list=(5,))
     summaries, cfg = merge_results([a, b], tmp_path / "out")
     assert cfg.seed_list == (0, 2, 5) and cfg.seed_numbers() == [0, 2, 5]
     saved = BenchConfig.model_validate_json((tmp_path / "out" / CONFIG_FILE).read_text())
@@ -82,7 +82,14 @@ def test_merged_seeds_that_skip_numbers_are_recorded_as_they_are(tmp_path):
 
 def test_seed_list_replaces_the_range_and_must_be_distinct():
     assert BenchConfig(seeds=2, first_seed=3).seed_numbers() == [3, 4]
-    assert BenchConfig(seeds=2, first_seed=3, seed_list=(7, 1)).seed_numbers() == [7, 1]
+    listed = BenchConfig(seed_list=(7, 1))
+    assert listed.seed_numbers() == [7, 1] and (listed.seeds, listed.first_seed) == (2, 1)
+    assert BenchConfig.model_validate_json(listed.model_dump_json()) == listed
+    assert BenchConfig(seeds=2, first_seed=1, seed_list=(7, 1)) == listed  # agreeing values are fine
+    with pytest.raises(ConfigError, match="disagrees with seeds=3"):
+        BenchConfig(seeds=3, seed_list=(7, 1))
+    with pytest.raises(ConfigError, match="disagrees with first_seed=0"):
+        BenchConfig(first_seed=0, seed_list=(7, 1))
     with pytest.raises(ConfigError, match="distinct"):
         BenchConfig(seed_list=(1, 1))
     with pytest.raises(ConfigError, match="distinct"):

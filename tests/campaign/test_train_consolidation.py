@@ -11,7 +11,7 @@ import torch
 
 from aios_rl.algos.trainer import UpdateStats
 from aios_rl.campaign.metrics import read_metrics
-from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+from aios_rl.campaign.train import SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -29,11 +29,15 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return root / "tasks", root / "warm"
 
 
+def stored_archive(training: ShellTraining) -> dict:
+    return training.plane.store.get_meta(SELF_IMITATION_KEY, {})
+
+
 def standing_loss(training: ShellTraining, archive: bool) -> float:
     """The student's distillation loss over the run's demonstrations (and self-imitation archive)."""
     targets = training._demonstrations()
     if archive:
-        targets = targets + training._archived_targets(2)
+        targets = targets + training._archived_targets(1, stored_archive(training))
     with torch.no_grad():
         return training.trainer.auxiliary_loss(targets, None, None, UpdateStats()).item()
 
@@ -54,7 +58,7 @@ def test_the_passes_fit_the_standing_targets_after_the_update(
             records[passes] = read_metrics(tmp_path / f"passes-{passes}" / "metrics.jsonl")[-1]
             losses[passes] = standing_loss(training, archive=rl)
             demonstrations = len(training._demonstrations())
-            archived = len(training._archived_targets(2)) if rl else 0
+            archived = len(training._archived_targets(1, stored_archive(training))) if rl else 0
         finally:
             training.close()
     # Both runs took the same rollouts and the same update; only the passes after it differ.

@@ -55,7 +55,8 @@ def test_verified_successes_become_targets_without_a_teacher_and_survive_a_resum
 
     resumed = ShellTraining(tmp_path / "on", tasks, on_config.model_copy(update={"epochs": 2}))
     try:
-        batch = resumed._archived_targets(2)  # the stored archive, read back
+        assert resumed.plane.store.get_meta(SELF_IMITATION_KEY) == archive  # the resumed run keeps it
+        batch = resumed._archived_targets(2, archive)
         assert len(batch) == archive["calc-1"]["steps"] > 0
         stored = resumed.plane.store.episode_bodies([archive["calc-1"]["episode_id"]])
         assert '"outcome":"success"' in stored[archive["calc-1"]["episode_id"]].replace(" ", "")

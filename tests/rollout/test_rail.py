@@ -631,3 +631,10 @@ def test_config_rejects_bad_arm_sets_and_unknown_keys():
         load_config(RailConfig, overrides={"epsilom": 0.1})
     for name, field in RailConfig.model_fields.items():
         assert field.description, name
+
+
+def test_a_window_smaller_than_the_first_fit_is_refused() -> None:
+    with pytest.raises(ConfigError, match="never be fit"):
+        RailConfig(window=8, min_fit_traces=16)
+    assert RailConfig(window=16, min_fit_traces=16).refit_due(16)
+    assert not RailConfig(refit_every=8, min_fit_traces=16).refit_due(8)  # before the first fit

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from aios_rl.campaign.evaluate import GREEDY, evaluate
 from aios_rl.campaign.metrics import read_metrics
@@ -90,12 +90,25 @@ class BenchConfig(ConfigModel):
             parse_allocator_name(name)
         return methods
 
-    @field_validator("seed_list")
-    @classmethod
-    def _distinct(cls, seeds: tuple[int, ...]) -> tuple[int, ...]:
-        if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-            raise ConfigError(f"seed_list needs distinct seeds >= 0, got {list(seeds)}")
-        return seeds
+    @model_validator(mode="after")
+    def _seed_list(self) -> BenchConfig:
+        """A seed list sets ``seeds`` and ``first_seed`` to its count and smallest seed, so the stored
+        config says what ran; values given beside it must agree."""
+        listed = self.seed_list
+        if not listed:
+            return self
+        if len(set(listed)) != len(listed) or min(listed) < 0:
+            raise ConfigError(f"seed_list needs distinct seeds >= 0, got {list(listed)}")
+        implied = {"seeds": len(listed), "first_seed": min(listed)}
+        clash = [f"{k}={getattr(self, k)}" for k, v in implied.items()
+                 if k in self.model_fields_set and getattr(self, k) != v]
+        if clash:
+            raise ConfigError(
+                f"seed_list {list(listed)} disagrees with {', '.join(clash)}; give one or the other"
+            )
+        for name, value in implied.items():
+            object.__setattr__(self, name, value)  # frozen model: set once, while validating
+        return self
 
     def seed_numbers(self) -> list[int]:
         """The seeds run: ``seed_list`` when given, else first_seed..first_seed+seeds-1."""

@@ -614,11 +614,8 @@ class ShellTraining:
         self.plane.store.set_meta(SELF_IMITATION_KEY, archive)
         return self._archived_targets(epoch, archive), len(archive)
 
-    def _archived_targets(self, epoch: int, archive: dict[str, Any] | None = None) -> DistillBatch:
-        """Epoch ``epoch``'s draw of distillation targets from ``archive`` (default: the stored one, read
-        only)."""
-        if archive is None:
-            archive = self.plane.store.get_meta(SELF_IMITATION_KEY, {})
+    def _archived_targets(self, epoch: int, archive: dict[str, Any]) -> DistillBatch:
+        """Epoch ``epoch``'s draw of distillation targets from the self-imitation ``archive``."""
         rng = random.Random(f"self-imitation:{self.config.seed}:{epoch}")
         chosen = pick_archived(archive, self.config.self_imitation_tasks, rng)
         coef = self.config.trainer.self_imitation_coef

@@ -77,7 +77,7 @@ def rollouts(
         "budget": budget,
         "seeds": seeds,
         "first_seed": first_seed,
-        "seed_list": None if seed_list is None else _ints(seed_list, "--seed-list"),
+        "seed_list": None if seed_list is None else _seed_list(seed_list),
         "tasks_per_round": tasks_per_round,
         "eval_points": eval_points,
         "eval_tasks": eval_tasks,
@@ -112,16 +112,16 @@ def merge_rollouts(
     _report(summaries, cfg, out, as_json)
 
 
-def _ints(text: str, option: str) -> list[int]:
+def _seed_list(text: str) -> list[int]:
     from aios_rl.contracts.errors import ConfigError
 
     try:
-        numbers = [int(part) for part in text.split(",") if part.strip()]
+        seeds = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        numbers = []
-    if not numbers:
-        raise ConfigError(f"{option} takes comma-separated integers, got {text!r}")
-    return numbers
+        seeds = []
+    if not seeds:  # malformed, or nothing but commas
+        raise ConfigError(f"--seed-list takes comma-separated integers, got {text!r}")
+    return seeds
 
 
 def _report(summaries: list[MethodSummary], cfg: BenchConfig, out: Path, as_json: bool) -> None:

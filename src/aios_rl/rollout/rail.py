@@ -114,11 +114,16 @@ class RailConfig(ConfigModel):
         names = [r.name for r in self.regimes]
         if not names or len(set(names)) != len(names):
             raise ConfigError(f"rail.regimes names {names}: need at least one, all distinct")
+        if self.min_fit_traces > self.window:
+            raise ConfigError(
+                f"rail.min_fit_traces={self.min_fit_traces} exceeds rail.window={self.window}: "
+                "Δ̂ would never be fit"
+            )
         return self
 
-    def refit_due(self, n_traces: int, buffered: int) -> bool:
-        """Whether Δ̂ is refit after the ``n_traces``-th trace, with ``buffered`` traces kept to fit on."""
-        return n_traces % self.refit_every == 0 and buffered >= self.min_fit_traces
+    def refit_due(self, n_traces: int) -> bool:
+        """Whether Δ̂ is refit after the ``n_traces``-th trace (fit on the last ``window`` of them)."""
+        return n_traces % self.refit_every == 0 and n_traces >= self.min_fit_traces
 
 
 @dataclass(frozen=True)
@@ -340,7 +345,7 @@ class RailController:
         self.n_traces += 1
         if trace.mode == "shadow" and y <= c.stop_tol:
             self._stop(trace.group_id)
-        if c.refit_due(self.n_traces, len(self._buffer)):
+        if c.refit_due(self.n_traces):
             self.model.fit(self._buffer)
         if self.mode == "shadow" and self._promotable():
             self._promote()
