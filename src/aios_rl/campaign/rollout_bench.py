@@ -207,14 +207,9 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
             f"the methods cover different seeds ({covered}); a table needs the same seeds for all of them"
         )
     numbers = next(iter(covered.values()))
-    merged = configs[0].model_copy(
-        update={
-            "seeds": len(numbers),
-            "first_seed": min(numbers),
-            "seed_list": tuple(numbers),
-            "methods": tuple(runs),
-        }
-    )
+    # validated afresh: the seed list sets seeds and first_seed
+    settings = configs[0].model_dump(exclude={"seeds", "first_seed"})
+    merged = BenchConfig.model_validate(settings | {"seed_list": numbers, "methods": tuple(runs)})
     summaries = summarize(runs)
     out.mkdir(parents=True, exist_ok=True)
     _write_results(out, summaries)

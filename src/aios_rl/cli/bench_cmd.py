@@ -131,7 +131,7 @@ def _report(summaries: list[MethodSummary], cfg: BenchConfig, out: Path, as_json
     png = plot_rollout_curves(
         summaries,
         out / "rollouts.png",
-        title=f"holdout success vs rollouts ({len(cfg.seed_numbers())} seed(s), budget {cfg.budget})",
+        title=f"holdout success vs rollouts ({cfg.seeds} seed(s), budget {cfg.budget})",
     )
     if as_json:
         keep = (
