@@ -16,8 +16,8 @@ of passes, which bounds what RL's self-imitation of its own verified fixes (labe
 in effect) can add to the student's ranking.
 
 Run: ``.venv/bin/python benchmarks/warm_start_passes.py --tasks TASKS [--folds 4] [--seeds 1]
-[--passes 20,40,60,80] [--label-fraction 1] [--json OUT.json]``. ``TASKS``: a task set (``shell
-benchmark-generate``).
+[--passes 20,40,60,80] [--label-fraction 1] [--workers 2] [--json OUT.json]``. ``TASKS``: a task set
+(``shell benchmark-generate``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import json
 import random
 import statistics
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -34,6 +35,7 @@ from tqdm import tqdm
 
 from aios_rl.algos.distill import distill_batch_from
 from aios_rl.algos.trainer import Trainer
+from aios_rl.contracts.episode import Task
 from aios_rl.campaign.demos import Demonstration, distill_passes, oracle_demonstrations
 from aios_rl.campaign.students import make_student
 from aios_rl.campaign.train import ShellTrainConfig
@@ -87,6 +89,8 @@ def main() -> None:
                         help="share of each fold's training tasks whose demonstrations are distilled "
                         "(default 1)")
     parser.add_argument("--json", type=Path, default=None, help="also write the table here")
+    parser.add_argument("--workers", type=int, default=ShellTrainConfig().workers,
+                        help="environments building the demonstrations at once (default: shell train's)")
     args = parser.parse_args()
     try:
         marks = sorted({int(p) for p in args.passes.split(",")})
@@ -94,6 +98,8 @@ def main() -> None:
         parser.error(f"--passes must be comma-separated integers, got {args.passes!r}")
     if not marks or marks[0] < 1:
         parser.error(f"--passes must be positive, got {args.passes!r}")
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
     if not 0 < args.label_fraction <= 1:
         parser.error(f"--label-fraction must be in (0, 1], got {args.label_fraction}")
     torch.set_num_threads(1)
@@ -104,10 +110,14 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     sandbox = Sandbox(config.env.sandbox)
-    demos: dict[str, list[Demonstration]] = {}
-    for task in tqdm(tasks, desc="demonstrations", unit="task"):
-        demos[task.task_id] = oracle_demonstrations(
-            [task], lambda: ShellBugfixEnv(config.env, sandbox=sandbox), seed=config.seed)
+
+    def demonstrate(task: Task) -> list[Demonstration]:
+        make_env = lambda: ShellBugfixEnv(config.env, sandbox=sandbox)  # noqa: E731
+        return oracle_demonstrations([task], make_env, seed=config.seed)
+
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:  # the items do not depend on the workers
+        built = list(tqdm(pool.map(demonstrate, tasks), total=len(tasks), desc="demonstrations", unit="task"))
+    demos = {task.task_id: items for task, items in zip(tasks, built)}
     results: dict[int, dict[str, list[float]]] = {m: {"ranks": [], "losses": []} for m in marks}
     bar = tqdm(total=args.seeds * len(folds) * marks[-1], desc="distillation passes", unit="pass")
     for seed in range(args.seeds):
