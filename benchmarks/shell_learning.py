@@ -13,7 +13,10 @@ column is then measured on the tasks they were selected on, so it flatters them;
 group draws its first actions without replacement), to be compared with ``distill+rl`` and ``rl`` run beside
 them from the same warm start and seeds. ``distill+rl+states`` and ``rl+states`` turn on ``distinct_states``
 instead (no action drawn twice from one state within a task's group: a group of 4 tries up to 24 different
-patches from the opening state). ``--setting KEY=VALUE`` changes a `shell train` setting of every
+patches from the opening state). ``distill+rl+redistill`` is ``distill+rl`` followed by `shell redistill`
+(60 passes: a fresh student distilled on the teacher's demonstrations and those of the fixes RL verified);
+run beside ``distill+rl`` (listed after it), it redistils a copy of that seed's finished run, so the two
+differ only by the redistillation. ``--setting KEY=VALUE`` changes a `shell train` setting of every
 configuration but not of the shared warm start (e.g. ``consolidation_passes=12``); give each setting its
 own ``--out``.
 
@@ -57,11 +60,14 @@ CONFIGS = {
     "pure RL, distinct": {"teacher": "none", "rl": True, "distinct_first": True},
     "distillation + RL, distinct states": {"teacher": "oracle", "rl": True, "distinct_states": True},
     "pure RL, distinct states": {"teacher": "none", "rl": True, "distinct_states": True},
+    "distillation + RL, redistilled": {"teacher": "oracle", "rl": True, "redistill": 60},
 }
+REDISTILLED_FROM = "distillation + RL"  # the configuration a redistilled one copies when it ran first
 SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "distill+rl": "distillation + RL",
          "distill+gate": "distillation only, gated", "distill+rl+gate": "distillation + RL, gated",
          "distill+rl+distinct": "distillation + RL, distinct", "rl+distinct": "pure RL, distinct",
-         "distill+rl+states": "distillation + RL, distinct states", "rl+states": "pure RL, distinct states"}
+         "distill+rl+states": "distillation + RL, distinct states", "rl+states": "pure RL, distinct states",
+         "distill+rl+redistill": "distillation + RL, redistilled"}
 
 
 def env_factory(sandbox: Sandbox):
@@ -92,6 +98,8 @@ PAIRED = [
     ("distillation + RL, distinct states", "distillation + RL"),
     ("distillation + RL, gated", "distillation only, gated"),
     ("distillation + RL, distinct", "distillation only"),
+    ("distillation + RL, redistilled", "distillation only"),
+    ("distillation + RL, redistilled", "distillation + RL"),
     ("pure RL (--teacher none)", "untrained student"),
     ("pure RL, distinct states", "untrained student"),
     ("pure RL, distinct states", "pure RL (--teacher none)"),
@@ -187,7 +195,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
     parser.add_argument("--tasks", type=Path, default=None, help="an existing task set (default: generate --count into OUT/tasks)")
     parser.add_argument("--configs", default="rl,distill,distill+rl",
-                        help="subset of: rl, distill, distill+rl, distill+gate, distill+rl+gate (gated: with --val-fraction)")
+                        help=f"subset of: {', '.join(SHORT)} (gated: with --val-fraction)")
     parser.add_argument("--label-fraction", type=float, default=1.0,
                         help="share of training tasks whose reference fix the oracle may use (default 1: all); "
                         "the rest are trained on by RL alone")
@@ -258,8 +266,8 @@ def main() -> None:
         warm_run, warm_minutes = args.out / f"seed{seed}-warm-start", 0.0
         untrained_done = False  # the untrained student is evaluated once per seed, before the first pure RL run
         for name, config in chosen.items():
-            overrides = {k: v for k, v in config.items() if k != "gate"}
-            gated = config.get("gate", False)
+            overrides = {k: v for k, v in config.items() if k not in ("gate", "redistill")}
+            gated, redistill = config.get("gate", False), config.get("redistill", 0)
             run = args.out / run_name(seed, name, config)
             cfg = ShellTrainConfig(epochs=args.epochs, tasks_per_epoch=args.tasks_per_epoch,
                                    group_size=args.group_size, seed=seed, **overrides)
@@ -281,6 +289,11 @@ def main() -> None:
             if trainer_update:
                 trainer = TrainerConfig.model_validate(cfg.trainer.model_dump() | trainer_update)
                 cfg = cfg.model_copy(update={"trainer": trainer})
+            copied = 0.0  # the minutes of the run copied, when a redistilled configuration starts from one
+            names = list(chosen)
+            if redistill and REDISTILLED_FROM in names[:names.index(name)] and not run.exists():
+                shutil.copytree(args.out / run_name(seed, REDISTILLED_FROM, CONFIGS[REDISTILLED_FROM]), run)
+                copied = minutes[REDISTILLED_FROM][-1]
             start = time.perf_counter()
             training = ShellTraining(run, tasks_dir, cfg)
             if overrides["teacher"] == "none" and not args.no_baselines and not untrained_done:
@@ -293,7 +306,10 @@ def main() -> None:
                 except LineageError as exc:  # a gated run froze after repeated rollbacks: its epochs end here
                     print(f"seed {seed} {name}: stopped before epoch {epoch}: {exc}", flush=True)
                     break
-            minutes.setdefault(name, []).append((time.perf_counter() - start) / 60 + (warm_minutes if cfg.init_from else 0))
+            if redistill and not training.redistilled():
+                training.redistill(redistill)
+            warm_share = warm_minutes if cfg.init_from and not copied else 0.0  # a copied run's include it
+            minutes.setdefault(name, []).append((time.perf_counter() - start) / 60 + warm_share + copied)
             policy, lineage = training.policy, training.plane.state.lineage
             training.close()
             add_trained(name, policy, seed)
@@ -379,7 +395,8 @@ def run_name(seed: int, name: str, config: dict) -> str:
     return (f"seed{seed}-{name.split()[0]}-{config['teacher']}-{int(config['rl'])}"
             + ("-gate" if config.get("gate") else "")
             + ("-distinct" if config.get("distinct_first") else "")
-            + ("-states" if config.get("distinct_states") else ""))
+            + ("-states" if config.get("distinct_states") else "")
+            + ("-redistill" if config.get("redistill") else ""))
 
 if __name__ == "__main__":
     main()

@@ -29,3 +29,13 @@ def test_a_one_sided_sweep_is_significant_and_ties_print_p_one(bench) -> None:
     assert "better on 9, worse on 0" in line and "p = 0.004" in line
     tie = {"distillation + RL": {"0": {"a": 1}}, "distillation only": {"0": {"a": 1}}}
     assert "p = 1.000" in bench.paired_lines(tie)[0]
+
+
+def test_every_configuration_has_a_short_name_and_its_own_run_directory(bench) -> None:
+    assert sorted(bench.SHORT.values()) == sorted(bench.CONFIGS)
+    names = {bench.run_name(0, name, config) for name, config in bench.CONFIGS.items()}
+    assert len(names) == len(bench.CONFIGS)
+    assert bench.REDISTILLED_FROM in bench.CONFIGS
+    base = bench.run_name(0, bench.REDISTILLED_FROM, bench.CONFIGS[bench.REDISTILLED_FROM])
+    name = "distillation + RL, redistilled"
+    assert bench.run_name(0, name, bench.CONFIGS[name]) == base + "-redistill"

@@ -60,6 +60,17 @@ def pick_archived(archive: Mapping[str, Mapping[str, object]], limit: int, rng: 
     return ids if len(ids) <= limit else rng.sample(ids, limit)
 
 
+def archived_fixes(episodes: Sequence[Episode]) -> dict[str, str]:
+    """Task id → the verified fix of each successful episode: the action of its loop-free path's last step
+    (the one after which the verifier accepted the working copy). The task's later episodes win."""
+    fixes = {}
+    for episode in episodes:
+        path = loop_free_steps(episode.trajectory) if episode.outcome == "success" else []
+        if path:
+            fixes[episode.task_id] = path[-1].action
+    return fixes
+
+
 def self_imitation_batch(episodes: Sequence[Episode], weight: float) -> DistillBatch:
     """Every loop-free step of successful episodes, its own action the target, each weighted ``weight``.
 

@@ -43,15 +43,39 @@ def oracle_demonstrations(
     progress: Callable[[], None] | None = None,
 ) -> list[Demonstration]:
     """(observation, environment, [reference action], confidence 1) items for ``distill_batch_from``, in task
-    order. Tasks run on ``workers`` threads, each with its own environment and a generator seeded by the seed
-    and the task id, so the items do not depend on the number of workers."""
+    order, for the tasks with a reference fix (the others give none; ``progress`` is called once per task
+    either way). See :func:`fix_demonstrations`."""
+    fixes = [(task, reference_action(task)) for task in tasks]
+    return fix_demonstrations(fixes, make_env, seed=seed, recovery=recovery, wrong_rank=wrong_rank,
+                              workers=workers, progress=progress)
 
-    def one(task: Task) -> list[Demonstration]:
-        return _task_demonstrations(task, make_env, random.Random(f"{seed}:{task.task_id}"), recovery, wrong_rank)
+
+def fix_demonstrations(
+    fixes: Sequence[tuple[Task, str | None]],
+    make_env: Callable[[], Env],
+    *,
+    seed: int,
+    recovery: int = 2,
+    wrong_rank: float = 0.1,
+    workers: int = 1,
+    progress: Callable[[], None] | None = None,
+) -> list[Demonstration]:
+    """The demonstrations of the module docstring for each (task, fix action) pair, in order; a pair whose fix
+    is None gives none. The fix is the oracle's reference, or a fix the verifier accepted (a verified success
+    of the student's own, :func:`aios_rl.algos.self_imitation.archived_fixes`). Pairs run on ``workers``
+    threads, each with its own environment and a generator seeded by the seed and the task id, so the items
+    do not depend on the number of workers."""
+
+    def one(pair: tuple[Task, str | None]) -> list[Demonstration]:
+        task, fix = pair
+        if fix is None:
+            return []
+        return _task_demonstrations(task, fix, make_env, random.Random(f"{seed}:{task.task_id}"), recovery,
+                                    wrong_rank)
 
     items: list[Demonstration] = []
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for demonstrations in pool.map(one, tasks):
+        for demonstrations in pool.map(one, fixes):
             items.extend(demonstrations)
             if progress:
                 progress()
@@ -59,11 +83,9 @@ def oracle_demonstrations(
 
 
 def _task_demonstrations(
-    task: Task, make_env: Callable[[], Env], rng: random.Random, recovery: int, wrong_rank: float
+    task: Task, reference: str, make_env: Callable[[], Env], rng: random.Random, recovery: int,
+    wrong_rank: float,
 ) -> list[Demonstration]:
-    reference = reference_action(task)
-    if reference is None:
-        return []
     items: list[Demonstration] = []
     env = make_env()
     try:

@@ -23,10 +23,10 @@ from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
-from aios_rl.algos.self_imitation import pick_archived, self_imitation_batch, update_archive
+from aios_rl.algos.self_imitation import archived_fixes, pick_archived, self_imitation_batch, update_archive
 from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
 from aios_rl.campaign.collect import RolloutCollector
-from aios_rl.campaign.demos import distill_passes, oracle_demonstrations
+from aios_rl.campaign.demos import distill_passes, fix_demonstrations, oracle_demonstrations
 from aios_rl.campaign.metrics import append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
@@ -34,7 +34,7 @@ from aios_rl.campaign.task_sampling import frontier_tasks, visit_counts
 from aios_rl.campaign.validation import ValidationConfig, ValidationGate, validation_split
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task
-from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.contracts.protocols import Env, Teacher
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
@@ -45,6 +45,7 @@ from aios_rl.envs.shell.oracle import ShellOracle, reference_action
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.base import Policy
+from aios_rl.policy.factory import build_policy
 from aios_rl.rollout.allocators import AllocatorConfig, parse_allocator_name
 from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.engine import GroupOutcome
@@ -121,6 +122,14 @@ class ShellTrainConfig(ConfigModel):
         "self-imitation archive of verified fixes. An update sweeps them only trainer.update_epochs times, "
         "beside its other terms, while the warm start needed about 60 passes to fit its demonstrations. "
         "Distillation-only epochs consolidate their demonstrations alike. 0: off.",
+    )
+    redistill_passes: int = Field(
+        default=0, ge=0, description="RL runs: after the last epoch, a fresh student (the active "
+        "checkpoint's architecture, initialised anew) is distilled for this many passes on the oracle's "
+        "demonstrations plus demonstrations of the same kind built from each verified fix in the "
+        "self-imitation archive, and its checkpoint becomes active (expert iteration: RL finds fixes the "
+        "teacher cannot label, distillation fits them as the warm start fits the teacher's; `shell "
+        "redistill` does it on demand). 0: off.",
     )
     demo_replay: bool = Field(
         default=True, description="The oracle's demonstrations (those of the warm start) join the distillation "
@@ -325,6 +334,28 @@ def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrain
     return resolved
 
 
+def open_training(run_dir: Path) -> ShellTraining:
+    """An existing `shell train` run, reopened with the configuration and the task directory it stored.
+
+    Raises:
+        StorageError: not a run directory.
+        ConfigError: the run records no training configuration or task directory, or that directory is gone.
+    """
+    if not (run_dir / "control.db").is_file():
+        raise StorageError(f"{run_dir} is not a run directory (no control.db); train first with "
+                           "`aios-rl shell train`")
+    plane = ControlPlane(run_dir, writer=False)
+    try:
+        stored, tasks_dir = plane.store.get_meta(TRAIN_CONFIG_KEY), plane.store.get_meta("tasks_dir")
+    finally:
+        plane.close()
+    if stored is None or tasks_dir is None:
+        raise ConfigError(f"{run_dir} is not a `shell train` run: it records no training configuration")
+    if not Path(tasks_dir).is_dir():
+        raise ConfigError(f"{run_dir} trained on {tasks_dir}, which no longer exists")
+    return ShellTraining(run_dir, Path(tasks_dir), ShellTrainConfig.model_validate(stored))
+
+
 class ShellTraining:
     """One training run in one run directory."""
 
@@ -442,6 +473,64 @@ class ShellTraining:
                 progress=(lambda: progress("demonstrations", {})) if progress else None,
             ))
         return self._demos
+
+    def redistill(self, passes: int | None = None, progress: Progress | None = None) -> EpochReport | None:
+        """Distil a fresh student on the teacher's demonstrations and the archive's verified fixes.
+
+        A fresh student of the active checkpoint's architecture (its own initialisation, so for a compact
+        student the weights it started from) is distilled for ``passes`` (default ``redistill_passes``) on the
+        oracle's demonstrations (oracle teacher first) and on demonstrations built the same way
+        (:func:`aios_rl.campaign.demos.fix_demonstrations`) from the verified fix of each archived task the
+        oracle cannot label. Its checkpoint becomes active, through the validation gate when the run has one.
+
+        Returns None, with a warning logged, when the archive holds no verified fix of such a task. Callers
+        that resume check :meth:`redistilled` first, so a redistillation is not repeated.
+
+        Raises:
+            ConfigError: ``passes`` below 1, or not every epoch of the run has been trained.
+            LineageError: the lineage is frozen.
+        """
+        passes = self.config.redistill_passes if passes is None else passes
+        if passes < 1:
+            raise ConfigError(f"redistillation needs at least one pass, got {passes}")
+        done = self.epochs_done()
+        if done < self.config.epochs:
+            raise ConfigError(f"{self.plane.run_dir} has trained {done} of its {self.config.epochs} epochs; "
+                              "finish them (`aios-rl shell train`) before redistilling")
+        self.plane.ensure_can_update()
+        archive = self.plane.store.get_meta(SELF_IMITATION_KEY, {})
+        ids = [str(archive[task]["episode_id"]) for task in sorted(archive)]
+        found = archived_fixes(load_episodes(self.plane, ids))
+        taught = {t.task_id for t in self.tasks if self.oracle_first and reference_action(t) is not None}
+        fixes = [(t, found[t.task_id]) for t in self.tasks if t.task_id in found and t.task_id not in taught]
+        if not fixes:
+            log.warning("%s: the self-imitation archive holds no verified fix of an unlabelled task; "
+                        "nothing to redistil", self.plane.run_dir)
+            return None
+        discovered = distill_batch_from(fix_demonstrations(
+            fixes, self.make_env, seed=self.config.seed, workers=self.config.workers,
+            progress=(lambda: progress("discovered demonstrations", {})) if progress else None,
+        ))
+        teacher = self._demonstrations(progress) if self.oracle_first else None
+        batch = discovered if teacher is None else teacher + discovered
+        _, meta = self.plane.load_checkpoint(self.plane.state.lineage.active)
+        policy = build_policy(meta["policy"])  # the architecture of the active student, initialised anew
+        trainer = Trainer(policy, self.config.trainer)
+        stats = distill_passes(trainer, batch, seed=self.config.seed, passes=passes)
+        self.policy, self.trainer = policy, trainer
+        epoch = done
+        checkpoint = self._checkpoint("redistill", [])
+        record = {"epoch": epoch, "phase": "redistill", "checkpoint": checkpoint, "passes": passes,
+                  "demonstrations": len(batch), "discovered_tasks": len(fixes),
+                  "discovered_demonstrations": len(discovered)} | stats.metrics()
+        if self.gate is not None:
+            record |= self.gate.judge(epoch, checkpoint, self.trainer, name=f"redistill-after-epoch-{epoch}")
+        append_metrics(self.metrics_path, record)
+        return EpochReport(epoch, checkpoint, record)
+
+    def redistilled(self) -> bool:
+        """Whether the run's last phase was a redistillation (no epoch trained since)."""
+        return self._done_labels()[-1:] == ["redistill"]
 
     def _done_labels(self) -> list[str]:
         return [r.get("phase", "") for r in read_metrics(self.metrics_path)]

@@ -185,10 +185,13 @@ class ValidationGate:
         self.plane.store.set_meta(VALIDATION_KEY, scores)
         return scores[checkpoint]
 
-    def judge(self, epoch: int, checkpoint: str, trainer: Trainer) -> dict[str, Any]:
-        """Decide on ``checkpoint`` (epoch ``epoch``'s update) and act: roll back (``trainer`` gets the parent's
-        weights and optimizer) or promote. Safe to call again after a kill: scores are kept, and an action
-        the lineage already shows is not taken twice."""
+    def judge(
+        self, epoch: int, checkpoint: str, trainer: Trainer, *, name: str | None = None
+    ) -> dict[str, Any]:
+        """Decide on ``checkpoint`` (epoch ``epoch``'s update, or the update ``name`` after it; its
+        diagnosis is ``RUN/rollbacks/<name>.json``, ``epoch-<epoch>`` by default) and act: roll back
+        (``trainer`` gets the parent's weights and optimizer) or promote. Safe to call again after a kill:
+        scores are kept, and an action the lineage already shows is not taken twice."""
         lineage = self.plane.state.lineage
         parent = lineage.checkpoints[checkpoint].parent
         assert parent is not None  # every epoch's checkpoint has the one it was trained from as parent
@@ -196,11 +199,12 @@ class ValidationGate:
         candidate = self.score(checkpoint, trainer.policy if live else None)
         reference = self.score(parent)
         decision = decide(candidate["tasks"], reference["tasks"], self.config)
+        name = name or f"epoch-{epoch}"
         reason = (f"validation success {candidate['success']:.3f} vs {reference['success']:.3f} of {parent} "
-                  f"({self.config.rule}; epoch {epoch})")
+                  f"({self.config.rule}; {name.replace('-', ' ')})")
         if decision == "worse" and live:
             after = lineage_rules.rollback(lineage, reason, max_consecutive=self.plane.config.max_consecutive_rollbacks)
-            write_diagnosis(self.plane.run_dir, f"epoch-{epoch}", {
+            write_diagnosis(self.plane.run_dir, name, {
                 "epoch": epoch, "decision": "rollback", "reason": reason, "checkpoint": checkpoint, "parent": parent,
                 "rule": self.config.rule, "candidate_success": candidate["success"],
                 "reference_success": reference["success"],

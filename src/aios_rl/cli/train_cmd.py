@@ -41,6 +41,10 @@ def train(
     val_tasks: Path | None = typer.Option(
         None, "--val-tasks", help="A task directory to validate on instead (same gate; no overlap with training)."
     ),
+    redistill_passes: int | None = typer.Option(
+        None, "--redistill-passes", help="RL runs: after the last epoch, distil a fresh student for this "
+        "many passes on the teacher's demonstrations and the verified fixes RL found (as `shell redistill`)."
+    ),
     config: Path | None = typer.Option(None, "--config", help="YAML file with any ShellTrainConfig fields."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary at the end."),
 ) -> None:
@@ -58,6 +62,7 @@ def train(
         "teacher": teacher, "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
         "group_size": group_size, "seed": seed, "allocator": allocator, "init_from": init_from,
         "validation.fraction": val_fraction, "validation.tasks_dir": str(val_tasks) if val_tasks else None,
+        "redistill_passes": redistill_passes,
     }
     cfg = load_config(ShellTrainConfig, config, overrides)
     training = ShellTraining(run, tasks, cfg)
@@ -93,6 +98,13 @@ def train(
                     file=sys.stderr,
                 )
         bar.close()
+        if training.config.rl and training.config.redistill_passes and not training.redistilled():
+            redistilled = training.redistill()
+            if redistilled is not None:
+                reports.append(redistilled)
+            if not quiet:
+                line = _redistilled_line(redistilled.metrics) if redistilled else "redistill: no verified fix"
+                tqdm.write(line, file=sys.stderr)
         summary = {
             "run": str(run),
             "epochs": training.config.epochs,
@@ -105,6 +117,51 @@ def train(
         typer.echo(json.dumps(summary, indent=2))
     else:
         typer.echo(f"trained: active checkpoint {summary['active']}  (aios-rl shell eval --run {run})")
+
+
+def _redistilled_line(m: dict) -> str:
+    gate = f" | validation: {m['val/decision']}, active {m['val/active']}" if "val/decision" in m else ""
+    return (f"redistilled: {m['passes']} passes over {m['demonstrations']} demonstrations "
+            f"({m['discovered_demonstrations']} from verified fixes of {m['discovered_tasks']} unlabelled "
+            f"tasks) -> {m['checkpoint']}{gate}")
+
+
+def redistill(
+    run: Path = typer.Option(..., "--run", help="A `shell train` run directory whose epochs are done."),
+    passes: int | None = typer.Option(
+        None, "--passes",
+        help="Distillation passes (default: the run's redistill_passes, or else its warm start's).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the phase's metrics as JSON."),
+) -> None:
+    """Distil a fresh student on the teacher's demonstrations plus the verified fixes RL found.
+
+    Expert iteration after RL: each task of the run's self-imitation archive that the oracle cannot label
+    gets demonstrations built from its verified fix (the fix at the opening state, revert after a wrong
+    patch, the fix again), joined to the oracle's. A fresh student of the same architecture is distilled on
+    them and its checkpoint becomes active (through the run's validation gate, when it has one). Evaluate it
+    with `aios-rl shell eval --run RUN`; `--checkpoint` names the one before.
+    """
+    from aios_rl.campaign.train import open_training
+    from aios_rl.contracts.errors import ConfigError
+
+    training = open_training(run)
+    try:
+        if training.redistilled():
+            typer.echo(f"{run}: already redistilled after its last epoch; active checkpoint unchanged")
+            return
+        stored = training.config.redistill_passes or training.config.warm_start_epochs
+        chosen = passes if passes is not None else stored
+        report = training.redistill(chosen)
+        if report is None:
+            raise ConfigError(f"{run}: the self-imitation archive holds no verified fix of a task the oracle "
+                              "cannot label (RL epochs archive the fixes they verify); nothing to redistil")
+    finally:
+        training.close()
+    if as_json:
+        typer.echo(json.dumps(report.metrics, indent=2))
+    else:
+        typer.echo(_redistilled_line(report.metrics) + f"  (aios-rl shell eval --run {run})")
 
 
 def evaluate(

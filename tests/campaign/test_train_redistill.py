@@ -1,0 +1,160 @@
+"""`shell redistill` / `redistill_passes`: a fresh student distilled on the teacher's demonstrations plus the
+demonstrations built from the fixes RL verified on tasks the teacher cannot label."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from aios_rl.algos.self_imitation import archived_fixes
+from aios_rl.campaign.demos import fix_demonstrations, oracle_demonstrations
+from aios_rl.campaign.metrics import read_metrics
+from aios_rl.campaign.train import SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining, open_training
+from aios_rl.campaign.validation import ValidationConfig
+from aios_rl.contracts.episode import Episode, Observation, Step
+from aios_rl.contracts.errors import ConfigError, StorageError
+from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
+from aios_rl.envs.shell.env import ShellBugfixEnv
+from aios_rl.envs.shell.mutate import unified_diff
+from aios_rl.envs.shell.sandbox import Sandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+from test_env import CALC, FIXED, make_task  # noqa: E402
+
+FIX = "patch\n" + unified_diff(CALC, FIXED, "calc.py")
+
+
+def _step(state: str, action: str) -> Step:
+    return Step(observation=Observation(text=state, candidates=[action, "stop"], state_key=state), action=action,
+                logprob=-0.5, entropy=0.1)
+
+
+def _episode(task: str, outcome: str, steps: list[Step]) -> Episode:
+    reward = float(outcome == "success")
+    return Episode(environment="shell", task_id=task, trajectory=steps, outcome=outcome, reward=reward,
+                   env_reward=reward, policy_version="ckpt-0001")
+
+
+def test_archived_fixes_are_the_last_loop_free_action_of_successes() -> None:
+    detour = [_step("A", "patch wrong"), _step("B", "revert"), _step("A", "patch right")]
+    episodes = [
+        _episode("t1", "success", detour),
+        _episode("t2", "failure", [_step("A", "patch nope")]),
+        _episode("t3", "success", [_step("A", "patch first")]),
+        _episode("t3", "success", [_step("A", "read calc.py"), _step("C", "patch later")]),
+        _episode("t4", "success", []),
+    ]
+    assert archived_fixes(episodes) == {"t1": "patch right", "t3": "patch later"}
+
+
+def test_demonstrations_from_a_verified_fix_equal_the_oracles_for_the_same_fix(tmp_path: Path) -> None:
+    sandbox = Sandbox()
+    labelled = make_task(tmp_path, task_id="calc-1")
+    unlabelled = make_task(tmp_path, task_id="calc-2", oracle=False)
+    make_env = lambda: ShellBugfixEnv(sandbox=sandbox)  # noqa: E731
+    ticks: list[int] = []
+    found = fix_demonstrations([(unlabelled, FIX), (labelled, None)], make_env, seed=3,
+                               progress=lambda: ticks.append(1))
+    assert len(ticks) == 2 and [t for _, _, t, _ in found] == [[FIX], [REVERT_CANDIDATE], [FIX], [REVERT_CANDIDATE],
+                                                                [FIX]]
+    assert oracle_demonstrations([unlabelled], make_env, seed=3) == []  # no reference: the oracle cannot
+    taught = oracle_demonstrations([make_task(tmp_path / "copy", task_id="calc-2")], make_env, seed=3)
+    assert [(o.text, o.candidates, t) for o, _, t, _ in found] == [(o.text, o.candidates, t) for o, _, t, _ in taught]
+
+
+@pytest.fixture(scope="module")
+def rl_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, ShellTrainConfig]:
+    """A gated RL run over a labelled and an unlabelled copy of one bug, whose epoch verified a fix of the
+    latter (a third copy is the validation task)."""
+    root = tmp_path_factory.mktemp("redistill")
+    make_task(root, task_id="calc-1")
+    make_task(root, task_id="calc-2", oracle=False)
+    make_task(root / "val", task_id="calc-v")
+    config = ShellTrainConfig(epochs=1, tasks_per_epoch=2, group_size=4, warm_start_epochs=60, temperature=0.5,
+                              redistill_passes=60,
+                              validation=ValidationConfig(tasks_dir=str(root / "val" / "tasks"), rule="mean"))
+    training = ShellTraining(root / "run", root / "tasks", config)
+    try:
+        training.warm_start()
+        training.run_epoch(1)
+        archive = training.plane.store.get_meta(SELF_IMITATION_KEY, {})
+    finally:
+        training.close()
+    assert "calc-2" in archive, "the epoch verified no fix of the unlabelled task"
+    return root / "run", root / "tasks", config
+
+
+def _weights(policy) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in policy.state_dict().items()}
+
+
+def test_redistill_fits_a_fresh_student_on_the_verified_fix_and_is_not_repeated(rl_run, tmp_path: Path) -> None:
+    run, tasks, config = rl_run
+    copy = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run), str(copy)], check=True)
+    training = open_training(copy)
+    try:
+        before, epoch_checkpoint = _weights(training.policy), training.plane.state.lineage.active
+        assert not training.redistilled()
+        with pytest.raises(ConfigError, match="at least one pass"):
+            training.redistill(0)
+        report = training.redistill()
+        assert report is not None and training.redistilled()
+        lineage = training.plane.state.lineage
+        assert lineage.active == report.checkpoint != epoch_checkpoint
+        assert lineage.checkpoints[report.checkpoint].parent == epoch_checkpoint
+        m = report.metrics
+        assert (m["phase"], m["passes"], m["discovered_tasks"]) == ("redistill", 60, 1)
+        assert m["val/decision"] in ("same", "better") and m["val/active"] == report.checkpoint  # the gate judged it
+        assert m["demonstrations"] == 5 + m["discovered_demonstrations"] == 10  # calc-1's by the oracle, calc-2's
+        assert read_metrics(copy / "metrics.jsonl")[-1]["checkpoint"] == report.checkpoint
+        after = _weights(training.policy)
+        assert any(not torch.equal(before[k], v) for k, v in after.items())
+        stored = training.load_student()
+        assert all(torch.equal(stored.state_dict()[k], v) for k, v in after.items())
+        env = ShellBugfixEnv(sandbox=training.sandbox)
+        try:  # the fresh student learned the verified fix of the task no teacher labelled
+            opening = env.reset(next(t for t in training.tasks if t.task_id == "calc-2"), seed=0)
+        finally:
+            env.close()
+        logits = training.policy.forward([opening], ["shell"]).logits[0][: len(opening.candidates)]
+        assert opening.candidates[int(logits.argmax())] == FIX
+    finally:
+        training.close()
+    again = open_training(copy)
+    try:
+        assert again.redistilled() and again.epochs_done() == 1  # a redistillation is not an epoch
+    finally:
+        again.close()
+    result = subprocess.run([sys.executable, "-m", "aios_rl.cli", "shell", "redistill", "--run", str(copy)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and "already redistilled" in result.stdout
+
+
+def test_redistill_needs_finished_epochs_and_a_verified_unlabelled_fix(rl_run, tmp_path: Path) -> None:
+    run, tasks, config = rl_run
+    early = ShellTraining(tmp_path / "early", tasks, config.model_copy(update={"epochs": 2, "init_from": str(run)}))
+    try:
+        with pytest.raises(ConfigError, match="0 of its 2 epochs"):
+            early.redistill()
+    finally:
+        early.close()
+    labelled_only = tmp_path / "labelled"
+    make_task(labelled_only, task_id="calc-1")
+    distill = ShellTraining(tmp_path / "distill", labelled_only / "tasks",
+                            config.model_copy(update={"rl": False, "warm_start_epochs": 2}))
+    try:
+        distill.warm_start()
+        distill.run_epoch(1)
+        assert distill.redistill() is None  # no archive: nothing RL verified
+    finally:
+        distill.close()
+    with pytest.raises(StorageError, match="not a run directory"):
+        open_training(tmp_path / "nowhere")
+    result = subprocess.run([sys.executable, "-m", "aios_rl.cli", "shell", "redistill", "--run",
+                             str(tmp_path / "distill")], capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "nothing to redistil" in result.stderr
