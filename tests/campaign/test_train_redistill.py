@@ -88,14 +88,18 @@ def rl_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, ShellT
     return root / "run", root / "tasks", config
 
 
+def _copy(run: Path, tmp_path: Path) -> Path:
+    """A copy of the module's run, so each test redistils its own."""
+    subprocess.run(["cp", "-r", str(run), str(tmp_path / "run")], check=True)
+    return tmp_path / "run"
+
+
 def _weights(policy) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in policy.state_dict().items()}
 
 
 def test_redistill_fits_a_fresh_student_on_the_verified_fix_and_is_not_repeated(rl_run, tmp_path: Path) -> None:
-    run, tasks, config = rl_run
-    copy = tmp_path / "run"
-    subprocess.run(["cp", "-r", str(run), str(copy)], check=True)
+    copy = _copy(rl_run[0], tmp_path)
     training = open_training(copy)
     try:
         before, epoch_checkpoint = _weights(training.policy), training.plane.state.lineage.active
@@ -133,6 +137,25 @@ def test_redistill_fits_a_fresh_student_on_the_verified_fix_and_is_not_repeated(
     result = subprocess.run([sys.executable, "-m", "aios_rl.cli", "shell", "redistill", "--run", str(copy)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "already redistilled" in result.stdout
+
+
+def test_a_redistilled_student_worse_on_validation_is_rolled_back(rl_run, tmp_path: Path) -> None:
+    copy = _copy(rl_run[0], tmp_path)
+    training = open_training(copy)
+    try:
+        before, epoch_checkpoint = _weights(training.policy), training.plane.state.lineage.active
+        report = training.redistill(1)  # one pass: a fresh student that has barely learned the fixes
+        assert report is not None and training.redistilled()
+        m = report.metrics
+        assert m["val/decision"] == "worse" and m["val/success"] < m["val/reference_success"]
+        lineage = training.plane.state.lineage
+        assert lineage.active == m["val/active"] == epoch_checkpoint
+        assert lineage.checkpoints[report.checkpoint].verdict == "rolled_back"
+        after = _weights(training.policy)
+        assert all(torch.equal(before[k], v) for k, v in after.items())  # the trainer has the parent's again
+        assert (copy / "rollbacks" / "redistill-after-epoch-1.json").is_file()
+    finally:
+        training.close()
 
 
 def test_redistill_needs_finished_epochs_and_a_verified_unlabelled_fix(rl_run, tmp_path: Path) -> None:

@@ -251,15 +251,20 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
     return restore_student(meta["policy"], tensors), f"{run_dir}:{checkpoint}"
 
 
+def _stored_run(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The training configuration and the task directory stored in a run directory (None where absent)."""
+    plane = ControlPlane(run_dir, writer=False)
+    try:
+        return plane.store.get_meta(TRAIN_CONFIG_KEY), plane.store.get_meta("tasks_dir")
+    finally:
+        plane.close()
+
+
 def trained_task_ids(run_dir: Path, *, depth: int = 8) -> set[str]:
     """The ids of the tasks a `shell train` run (and the runs it started from, ``init_from``) trained on: its
     task directory's train split without its own validation set. Empty for a directory that records no task
     set (a run of another command) or whose task directory is gone."""
-    plane = ControlPlane(run_dir, writer=False)
-    try:
-        stored, tasks_dir = plane.store.get_meta(TRAIN_CONFIG_KEY), plane.store.get_meta("tasks_dir")
-    finally:
-        plane.close()
+    stored, tasks_dir = _stored_run(run_dir)
     if stored is None or tasks_dir is None or not Path(tasks_dir).is_dir():
         return set()
     config = ShellTrainConfig.model_validate(stored)
@@ -344,11 +349,7 @@ def open_training(run_dir: Path) -> ShellTraining:
     if not (run_dir / "control.db").is_file():
         raise StorageError(f"{run_dir} is not a run directory (no control.db); train first with "
                            "`aios-rl shell train`")
-    plane = ControlPlane(run_dir, writer=False)
-    try:
-        stored, tasks_dir = plane.store.get_meta(TRAIN_CONFIG_KEY), plane.store.get_meta("tasks_dir")
-    finally:
-        plane.close()
+    stored, tasks_dir = _stored_run(run_dir)
     if stored is None or tasks_dir is None:
         raise ConfigError(f"{run_dir} is not a `shell train` run: it records no training configuration")
     if not Path(tasks_dir).is_dir():
