@@ -3,6 +3,8 @@ demonstrations built from the fixes RL verified on tasks the teacher cannot labe
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +15,9 @@ import torch
 from aios_rl.algos.self_imitation import archived_fixes
 from aios_rl.campaign.demos import fix_demonstrations, oracle_demonstrations
 from aios_rl.campaign.metrics import read_metrics
+from aios_rl.campaign import train as train_module
 from aios_rl.campaign.train import SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining, open_training
-from aios_rl.campaign.validation import ValidationConfig
+from aios_rl.campaign.validation import ValidationConfig, ValidationGate
 from aios_rl.contracts.episode import Episode, Observation, Step
 from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
@@ -137,6 +140,10 @@ def test_redistill_fits_a_fresh_student_on_the_verified_fix_and_is_not_repeated(
     result = subprocess.run([sys.executable, "-m", "aios_rl.cli", "shell", "redistill", "--run", str(copy)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "already redistilled" in result.stdout
+    command = [sys.executable, "-m", "aios_rl.cli", "shell", "redistill", "--run", str(copy), "--json"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and json.loads(result.stdout) == {"already_redistilled": True,
+                                                                    "active": report.checkpoint}
 
 
 def test_a_redistilled_student_worse_on_validation_is_rolled_back(rl_run, tmp_path: Path) -> None:
@@ -154,6 +161,48 @@ def test_a_redistilled_student_worse_on_validation_is_rolled_back(rl_run, tmp_pa
         after = _weights(training.policy)
         assert all(torch.equal(before[k], v) for k, v in after.items())  # the trainer has the parent's again
         assert (copy / "rollbacks" / "redistill-after-epoch-1.json").is_file()
+    finally:
+        training.close()
+
+
+@pytest.mark.parametrize("kill_at", ["during_the_gate", "after_the_rollback"])
+def test_a_redistillation_killed_after_its_checkpoint_is_finished_not_repeated(
+    rl_run, tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]], kill_at: str
+) -> None:
+    copy = _copy(rl_run[0], tmp_path)
+    training = open_training(copy)
+    epoch_checkpoint, rollbacks = training.plane.state.lineage.active, training.plane.state.lineage.rollbacks
+    where = (ValidationGate, "score") if kill_at == "during_the_gate" else (train_module, "append_metrics")
+    killed = kill_once(*where)
+    with pytest.raises(killed):
+        training.redistill(1)  # one pass: worse on validation, so the gate rolls it back
+    redistilled = training.plane.state.lineage.checkpoints.keys() - {epoch_checkpoint}
+    training.close()
+    resumed = open_training(copy)
+    try:
+        assert not resumed.redistilled()
+        before = dict(resumed.plane.state.lineage.checkpoints)
+        report = resumed.redistill(1)
+        lineage = resumed.plane.state.lineage
+        assert report is not None and report.checkpoint in redistilled
+        assert lineage.checkpoints.keys() == before.keys()  # no second student
+        assert lineage.active == epoch_checkpoint and lineage.rollbacks == rollbacks + 1  # once, not twice
+        assert [r["phase"] for r in read_metrics(copy / "metrics.jsonl")].count("redistill") == 1
+        assert report.metrics["val/decision"] == "worse" and resumed.redistilled()
+    finally:
+        resumed.close()
+
+
+def test_verified_fixes_that_are_no_candidate_leave_nothing_to_redistil(
+    rl_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy = _copy(rl_run[0], tmp_path)
+    monkeypatch.setattr(train_module, "archived_fixes", lambda _: {"calc-2": "an answer written as text"})
+    training = open_training(copy)
+    try:
+        before = dict(training.plane.state.lineage.checkpoints)
+        assert training.redistill() is None  # no empty batch distilled into an untrained student
+        assert training.plane.state.lineage.checkpoints == before and not training.redistilled()
     finally:
         training.close()
 
@@ -181,3 +230,20 @@ def test_redistill_needs_finished_epochs_and_a_verified_unlabelled_fix(rl_run, t
     result = subprocess.run([sys.executable, "-m", "aios_rl.cli", "shell", "redistill", "--run",
                              str(tmp_path / "distill")], capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "nothing to redistil" in result.stderr
+
+
+def test_shell_train_redistills_after_its_last_epoch(tmp_path: Path) -> None:
+    make_task(tmp_path, task_id="calc-1")
+    make_task(tmp_path, task_id="calc-2", oracle=False)
+    settings = tmp_path / "train.yaml"
+    settings.write_text(json.dumps({"warm_start_epochs": 60, "temperature": 0.5, "tasks_per_epoch": 2,
+                                    "group_size": 4}))
+    command = [sys.executable, "-m", "aios_rl.cli", "shell", "train", "--tasks", str(tmp_path / "tasks"),
+               "--run", str(tmp_path / "run"), "--epochs", "1", "--config", str(settings),
+               "--redistill-passes", "60", "--json"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert [m["phase"] for m in summary["epochs_run"]] == ["rl"]  # the redistillation is not an epoch
+    assert summary["redistill"]["phase"] == "redistill" and summary["redistill"]["discovered_tasks"] == 1
+    assert summary["active"] == summary["redistill"]["checkpoint"]  # no gate: it becomes active

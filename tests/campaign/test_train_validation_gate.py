@@ -4,6 +4,7 @@ worse rolls back, better promotes, and repeated rollbacks freeze the lineage."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 import sys
 from pathlib import Path
 
@@ -191,26 +192,9 @@ def test_a_better_update_is_promoted_and_scores_are_kept_per_checkpoint(tmp_path
         training.close()
 
 
-class _Killed(BaseException):
-    """Stands for a SIGKILL at a chosen point: nothing after it runs."""
-
-
-def _kill_once(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
-    real = getattr(owner, name)
-    calls = []
-
-    def once(*args, **kwargs):
-        if not calls:
-            calls.append(1)
-            raise _Killed(name)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, once)
-
-
 @pytest.mark.parametrize("kill_at", ["during_the_gate", "after_the_rollback"])
 def test_a_run_killed_after_its_update_finishes_the_epoch_on_resume(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill_at: str
+    tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]], kill_at: str
 ) -> None:
     make_task(tmp_path, task_id="calc-1")
     make_task(tmp_path / "val", task_id="never-1", files=UNFIXABLE, oracle=False)
@@ -219,11 +203,9 @@ def test_a_run_killed_after_its_update_finishes_the_epoch_on_resume(
                               validation=ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"), rule="mean"))
     training = ShellTraining(run, tmp_path / "tasks", config)
     training.plane.store.set_meta(VALIDATION_KEY, {"ckpt-0000": {"success": 1.0, "tasks": {"never-1": 1.0}}})
-    if kill_at == "during_the_gate":
-        _kill_once(monkeypatch, ValidationGate, "score")
-    else:
-        _kill_once(monkeypatch, train_module, "append_metrics")
-    with pytest.raises(_Killed):
+    where = (ValidationGate, "score") if kill_at == "during_the_gate" else (train_module, "append_metrics")
+    killed = kill_once(*where)
+    with pytest.raises(killed):
         training.run_epoch(1)
     expected_active = "ckpt-0001" if kill_at == "during_the_gate" else "ckpt-0000"
     assert training.plane.state.lineage.active == expected_active

@@ -484,8 +484,11 @@ class ShellTraining:
         (:func:`aios_rl.campaign.demos.fix_demonstrations`) from the verified fix of each archived task the
         oracle cannot label. Its checkpoint becomes active, through the validation gate when the run has one.
 
-        Returns None, with a warning logged, when the archive holds no verified fix of such a task. Callers
-        that resume check :meth:`redistilled` first, so a redistillation is not repeated.
+        Returns None, with a warning logged, when the archive holds no verified fix of such a task that is a
+        candidate action (a student that writes its actions archives text, which no candidate equals).
+        Callers that resume check :meth:`redistilled` first, so a redistillation is not repeated. As with an
+        epoch, a kill after the checkpoint's commit and before the metrics line leaves a record behind, and
+        calling again finishes it (gate and line) instead of distilling a second student on top of the first.
 
         Raises:
             ConfigError: ``passes`` below 1, or not every epoch of the run has been trained.
@@ -498,36 +501,60 @@ class ShellTraining:
         if done < self.config.epochs:
             raise ConfigError(f"{self.plane.run_dir} has trained {done} of its {self.config.epochs} epochs; "
                               "finish them (`aios-rl shell train`) before redistilling")
+        record = self._unfinished(done, phase="redistill")
+        if record is None:
+            record = self._train_redistilled(done, passes, progress)
+            if record is None:
+                return None
+        if self.gate is not None:
+            name = f"redistill-after-epoch-{done}"
+            record |= self.gate.judge(done, record["checkpoint"], self.trainer, name=name)
+        append_metrics(self.metrics_path, record)
+        self.plane.store.set_meta(PENDING_EPOCH_KEY, None)
+        return EpochReport(done, record["checkpoint"], record)
+
+    def _train_redistilled(self, epoch: int, passes: int, progress: Progress | None) -> dict[str, Any] | None:
+        """The fresh student's distillation and its checkpoint; its record (stored as pending, then returned),
+        or None when no verified fix can be distilled."""
         self.plane.ensure_can_update()
         archive = self.plane.store.get_meta(SELF_IMITATION_KEY, {})
         ids = [str(archive[task]["episode_id"]) for task in sorted(archive)]
         found = archived_fixes(load_episodes(self.plane, ids))
         taught = {t.task_id for t in self.tasks if self.oracle_first and reference_action(t) is not None}
         fixes = [(t, found[t.task_id]) for t in self.tasks if t.task_id in found and t.task_id not in taught]
-        if not fixes:
-            log.warning("%s: the self-imitation archive holds no verified fix of an unlabelled task; "
-                        "nothing to redistil", self.plane.run_dir)
+
+        def demonstrations(fixes: list[tuple[Task, str]]) -> DistillBatch:
+            return distill_batch_from(fix_demonstrations(
+                fixes, self.make_env, seed=self.config.seed, workers=self.config.workers,
+                progress=(lambda: progress("discovered demonstrations", {})) if progress else None,
+            ))
+
+        discovered = demonstrations(fixes) if fixes else None
+        offered = set(discovered.targets) if discovered is not None else set()
+        usable = [(t, fix) for t, fix in fixes if fix in offered]
+        if discovered is None or not usable:
+            log.warning("%s: the self-imitation archive holds no verified fix of an unlabelled task that "
+                        "is a candidate action (%d archived); nothing to redistil",
+                        self.plane.run_dir, len(fixes))
             return None
-        discovered = distill_batch_from(fix_demonstrations(
-            fixes, self.make_env, seed=self.config.seed, workers=self.config.workers,
-            progress=(lambda: progress("discovered demonstrations", {})) if progress else None,
-        ))
+        if len(usable) < len(fixes):  # a fix no state offers would leave only its revert demonstrations
+            log.warning("%s: %d of %d archived fixes are no candidate action; redistilling on the other %d",
+                        self.plane.run_dir, len(fixes) - len(usable), len(fixes), len(usable))
+            fixes, discovered = usable, demonstrations(usable)
         teacher = self._demonstrations(progress) if self.oracle_first else None
         batch = discovered if teacher is None else teacher + discovered
         _, meta = self.plane.load_checkpoint(self.plane.state.lineage.active)
-        policy = build_policy(meta["policy"])  # the architecture of the active student, initialised anew
-        trainer = Trainer(policy, self.config.trainer)
-        stats = distill_passes(trainer, batch, seed=self.config.seed, passes=passes)
-        self.policy, self.trainer = policy, trainer
-        epoch = done
-        checkpoint = self._checkpoint("redistill", [])
-        record = {"epoch": epoch, "phase": "redistill", "checkpoint": checkpoint, "passes": passes,
-                  "demonstrations": len(batch), "discovered_tasks": len(fixes),
+        del self.policy, self.trainer  # the old student's memory (an LM's too) is freed before the new one's
+        self.policy = build_policy(meta["policy"])  # the active student's architecture, initialised anew
+        self.trainer = Trainer(self.policy, self.config.trainer)
+        stats = distill_passes(self.trainer, batch, seed=self.config.seed, passes=passes)
+        record = {"epoch": epoch, "phase": "redistill", "checkpoint": self._next_checkpoint_id(),
+                  "passes": passes, "demonstrations": len(batch), "discovered_tasks": len(fixes),
                   "discovered_demonstrations": len(discovered)} | stats.metrics()
-        if self.gate is not None:
-            record |= self.gate.judge(epoch, checkpoint, self.trainer, name=f"redistill-after-epoch-{epoch}")
-        append_metrics(self.metrics_path, record)
-        return EpochReport(epoch, checkpoint, record)
+        self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
+        checkpoint = self._checkpoint("redistill", ids)
+        assert checkpoint == record["checkpoint"]
+        return record
 
     def redistilled(self) -> bool:
         """Whether the run's last phase was a redistillation (no epoch trained since)."""
@@ -558,10 +585,12 @@ class ShellTraining:
         self.plane.store.set_meta(PENDING_EPOCH_KEY, None)
         return EpochReport(epoch, record["checkpoint"], record)
 
-    def _unfinished(self, epoch: int) -> dict[str, Any] | None:
-        """The stored record of ``epoch`` if its update was committed but its metrics line never written."""
+    def _unfinished(self, epoch: int, phase: str | None = None) -> dict[str, Any] | None:
+        """The stored record of ``epoch`` (of its redistillation with ``phase="redistill"``) if its update was
+        committed but its metrics line never written."""
         pending = self.plane.store.get_meta(PENDING_EPOCH_KEY)
-        if not pending or pending["epoch"] != epoch:
+        redistill = pending is not None and pending["phase"] == "redistill"
+        if not pending or pending["epoch"] != epoch or redistill != (phase == "redistill"):
             return None
         lineage = self.plane.state.lineage
         checkpoint = lineage.checkpoints.get(pending["checkpoint"])

@@ -98,10 +98,9 @@ def train(
                     file=sys.stderr,
                 )
         bar.close()
+        redistilled = None
         if training.config.rl and training.config.redistill_passes and not training.redistilled():
             redistilled = training.redistill()
-            if redistilled is not None:
-                reports.append(redistilled)
             if not quiet:
                 line = _redistilled_line(redistilled.metrics) if redistilled else "redistill: no verified fix"
                 tqdm.write(line, file=sys.stderr)
@@ -110,6 +109,7 @@ def train(
             "epochs": training.config.epochs,
             "active": training.plane.state.lineage.active,
             "epochs_run": [r.metrics for r in reports],
+            "redistill": redistilled.metrics if redistilled else None,
         }
     finally:
         training.close()
@@ -148,14 +148,17 @@ def redistill(
     training = open_training(run)
     try:
         if training.redistilled():
-            typer.echo(f"{run}: already redistilled after its last epoch; active checkpoint unchanged")
+            active = training.plane.state.lineage.active
+            said = f"{run}: already redistilled after its last epoch; active checkpoint {active} unchanged"
+            typer.echo(json.dumps({"already_redistilled": True, "active": active}) if as_json else said)
             return
         stored = training.config.redistill_passes or training.config.warm_start_epochs
         chosen = passes if passes is not None else stored
         report = training.redistill(chosen)
         if report is None:
             raise ConfigError(f"{run}: the self-imitation archive holds no verified fix of a task the oracle "
-                              "cannot label (RL epochs archive the fixes they verify); nothing to redistil")
+                              "cannot label that is a candidate action (RL epochs with self-imitation "
+                              "archive the fixes they verify); nothing to redistil")
     finally:
         training.close()
     if as_json:
