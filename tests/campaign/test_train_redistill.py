@@ -217,14 +217,16 @@ def test_redistill_needs_finished_epochs_and_a_verified_unlabelled_fix(rl_run, t
         early.close()
     labelled_only = tmp_path / "labelled"
     make_task(labelled_only, task_id="calc-1")
-    distill = ShellTraining(tmp_path / "distill", labelled_only / "tasks",
-                            config.model_copy(update={"rl": False, "warm_start_epochs": 2}))
+    no_rl = config.model_copy(update={"rl": False, "warm_start_epochs": 2, "redistill_passes": 0})
+    distill = ShellTraining(tmp_path / "distill", labelled_only / "tasks", no_rl)
     try:
         distill.warm_start()
         distill.run_epoch(1)
-        assert distill.redistill() is None  # no archive: nothing RL verified
+        assert distill.redistill(60) is None  # no archive: nothing RL verified
     finally:
         distill.close()
+    with pytest.raises(ConfigError, match="needs RL epochs"):  # a run without RL never archives a fix
+        ShellTrainConfig(rl=False, redistill_passes=1)
     with pytest.raises(StorageError, match="not a run directory"):
         open_training(tmp_path / "nowhere")
     result = subprocess.run([sys.executable, "-m", "aios_rl.cli", "shell", "redistill", "--run",

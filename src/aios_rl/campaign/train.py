@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
@@ -161,6 +161,13 @@ class ShellTrainConfig(ConfigModel):
         if name is not None:
             parse_allocator_name(name)  # ConfigError with a did-you-mean
         return name
+
+    @model_validator(mode="after")
+    def _redistill_needs_rl(self) -> ShellTrainConfig:
+        if self.redistill_passes and not self.rl:
+            raise ConfigError("redistill_passes needs RL epochs (rl: true): without them the self-imitation "
+                              "archive holds no verified fix to redistil")
+        return self
 
     def allocator_name(self) -> str:
         return self.allocator or f"uniform-{self.group_size}"

@@ -99,7 +99,7 @@ def train(
                 )
         bar.close()
         redistilled = None
-        if training.config.rl and training.config.redistill_passes and not training.redistilled():
+        if training.config.redistill_passes and not training.redistilled():
             redistilled = training.redistill()
             if not quiet:
                 line = _redistilled_line(redistilled.metrics) if redistilled else "redistill: no verified fix"
