@@ -14,163 +14,45 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel, Field, field_validator, model_validator
 
 from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.self_imitation import archived_fixes, pick_archived, self_imitation_batch, update_archive
-from aios_rl.algos.trainer import Trainer, TrainerConfig, UpdateStats
+from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.campaign.collect import RolloutCollector
 from aios_rl.campaign.demos import distill_passes, fix_demonstrations, oracle_demonstrations
 from aios_rl.campaign.metrics import append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
-from aios_rl.campaign.students import StudentConfig, make_student, restore_student
+from aios_rl.campaign.students import make_student, restore_student
 from aios_rl.campaign.task_sampling import frontier_tasks, visit_counts
-from aios_rl.campaign.validation import ValidationConfig, ValidationGate, validation_split
-from aios_rl.contracts.config import ConfigModel
+from aios_rl.campaign.train_config import TRAIN_CONFIG_KEY, ShellTrainConfig, resolve_stored_config
+from aios_rl.campaign.validation import ValidationGate, validation_split
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task
 from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.contracts.protocols import Env, Teacher
-from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
 from aios_rl.control.replay import route_episode
-from aios_rl.control.reward import RewardConfig
-from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
+from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.oracle import ShellOracle, reference_action
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import build_policy
-from aios_rl.rollout.allocators import AllocatorConfig, parse_allocator_name
 from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.engine import GroupOutcome
-from aios_rl.teacher.calibrate import DisagreementMonitor, MonitorConfig
+from aios_rl.teacher.calibrate import DisagreementMonitor
 from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
 
 log = logging.getLogger(__name__)
 
-TRAIN_CONFIG_KEY = "train_config"
 SELF_IMITATION_KEY = "self_imitation_archive"
 EPOCH_TASKS_KEY = "epoch_tasks"
 PENDING_EPOCH_KEY = "pending_epoch"
-
-
-class ShellTrainConfig(ConfigModel):
-    """Everything `aios-rl shell train` does; stored with the run so the directory reproduces it."""
-
-    epochs: int = Field(default=5, ge=1, description="Update epochs (one update and checkpoint each).")
-    tasks_per_epoch: int = Field(default=8, ge=1, description="Training tasks sampled per epoch.")
-    task_sampling: Literal["uniform", "frontier"] = Field(
-        default="frontier", description="Which tasks an RL epoch runs: 'frontier' the least visited of those "
-        "neither solved by the student (self-imitation archive) nor labelled by the teacher first, then the rest "
-        "(campaign/task_sampling); 'uniform' a uniform draw. Distillation-only epochs always draw uniformly.",
-    )
-    group_size: int = Field(default=4, ge=1, description="Episodes per task per epoch (the GRPO group).")
-    allocator: str | None = Field(
-        default=None, description="Rollout allocator: uniform-N, dapo-N, arpo-N, tree-N, vip-N, rail or rail-N "
-        "(None: uniform-<group_size>)."
-    )
-    allocation: AllocatorConfig = Field(default_factory=AllocatorConfig, description="Allocator and RAIL settings.")
-    rollout_budget: int = Field(
-        default=0, ge=0, description="Total rollouts the run may spend, branches included (0: no limit)."
-    )
-    seed: int = Field(default=0, description="Seeds task sampling, rollouts and the student's initialisation.")
-    workers: int = Field(default=2, ge=1, description="Parallel environment workers.")
-    torch_threads: int = Field(
-        default=1, ge=1, description="CPU threads for the student; small batches run fastest on one."
-    )
-    temperature: float = Field(default=1.0, gt=0, description="Sampling temperature of training rollouts.")
-    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus mass of training rollouts.")
-    distinct_first: bool = Field(
-        default=False, description="The fresh rollouts of a task in an epoch draw distinct first actions (without "
-        "replacement while the student gives other candidates mass), so a group of G tries G different first "
-        "moves instead of repeating the one the student is sure of (policy/sampling).",
-    )
-    distinct_states: bool = Field(
-        default=False, description="The rollouts of a task in an epoch draw distinct actions at every "
-        "state they share (the opening state, and the states a revert returns to): no action is drawn twice "
-        "from one state while the student gives others mass, so a group explores up to group_size x "
-        "attempts different patches. Includes distinct_first.",
-    )
-    teacher: str = Field(
-        default="oracle",
-        description="none, or teacher backends in fallback order: oracle, claude, codex, gemini, opencode, openai "
-        "(e.g. 'claude,oracle').",
-    )
-    teacher_config: TeacherConfig = Field(
-        default_factory=lambda: TeacherConfig(backend="oracle"),
-        description="Gateway settings (timeouts, retries, concurrency, CLI/HTTP backend options).",
-    )
-    monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Teacher-disagreement alarm.")
-    rl: bool = Field(default=True, description="False: distillation only (no RL updates), for ablations.")
-    self_imitation_tasks: int = Field(
-        default=64, ge=1, description="RL epochs: most tasks of the self-imitation archive imitated per epoch (a "
-        "fresh random subset each epoch when it holds more; see trainer.self_imitation_coef).",
-    )
-    warm_start_epochs: int = Field(
-        default=60, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only). "
-        "60: chosen on held-back training tasks (benchmarks/warm_start_passes.py; README, a longer warm start).",
-    )
-    consolidation_passes: int = Field(
-        default=0, ge=0, description="After each epoch's update, this many distillation-only passes over the "
-        "run's standing targets: the oracle's demonstrations (with demo_replay) and, in RL epochs, the "
-        "self-imitation archive of verified fixes. An update sweeps them only trainer.update_epochs times, "
-        "beside its other terms, while the warm start needed about 60 passes to fit its demonstrations. "
-        "Distillation-only epochs consolidate their demonstrations alike. 0: off.",
-    )
-    redistill_passes: int = Field(
-        default=0, ge=0, description="RL runs: after the last epoch, a fresh student (the active "
-        "checkpoint's architecture, initialised anew) is distilled for this many passes on the oracle's "
-        "demonstrations plus demonstrations of the same kind built from each verified fix in the "
-        "self-imitation archive, and its checkpoint becomes active (expert iteration: RL finds fixes the "
-        "teacher cannot label, distillation fits them as the warm start fits the teacher's; `shell "
-        "redistill` does it on demand). 0: off.",
-    )
-    demo_replay: bool = Field(
-        default=True, description="The oracle's demonstrations (those of the warm start) join the distillation "
-        "term of every epoch, so what the teacher taught is kept while the epochs' rollouts go elsewhere (as "
-        "InstructGPT's PPO-ptx mixes its supervised objective into RL updates). Oracle teacher first only.",
-    )
-    student: StudentConfig = Field(default_factory=StudentConfig, description="Which student and its settings.")
-    init_from: str | None = Field(
-        default=None,
-        description="Start from another run's checkpoint instead of a fresh student: 'RUN_DIR' (its active "
-        "checkpoint) or 'RUN_DIR:CHECKPOINT' (active, last_stable, initial or an id). The student kind must match; "
-        "its settings come from that checkpoint. No oracle warm start then: that is for fresh students.",
-    )
-    validation: ValidationConfig = Field(
-        default_factory=ValidationConfig, description="Validation gate: each update is scored on held-out training "
-        "tasks and rolled back when worse than its parent (campaign/validation; off by default).",
-    )
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Update hyperparameters.")
-    reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward fusion.")
-    control: ControlConfig = Field(
-        default_factory=ControlConfig, description="Control-plane settings (replay lanes, the rollback "
-        "freeze count, snapshots), stored in RUN/control.db with the run; as `shell campaign`'s control.",
-    )
-    env: ShellEnvConfig = Field(default_factory=ShellEnvConfig, description="Shell environment settings.")
-
-    @field_validator("allocator")
-    @classmethod
-    def _known_allocator(cls, name: str | None) -> str | None:
-        if name is not None:
-            parse_allocator_name(name)  # ConfigError with a did-you-mean
-        return name
-
-    @model_validator(mode="after")
-    def _redistill_needs_rl(self) -> ShellTrainConfig:
-        if self.redistill_passes and not self.rl:
-            raise ConfigError("redistill_passes needs RL epochs (rl: true): without them the self-imitation "
-                              "archive holds no verified fix to redistil")
-        return self
-
-    def allocator_name(self) -> str:
-        return self.allocator or f"uniform-{self.group_size}"
 
 
 @dataclass
@@ -285,67 +167,6 @@ def trained_task_ids(run_dir: Path, *, depth: int = 8) -> set[str]:
     return ids
 
 
-# Settings added after runs were stored, by path, with the value that reproduces such a run (what it ran
-# with). A run stored without one resumes with that value, not with today's default.
-LEGACY_SETTINGS: dict[tuple[str, ...], Any] = {
-    ("trainer", "self_imitation_coef"): 0.0,
-    ("task_sampling",): "uniform",
-    ("demo_replay",): False,
-    ("allocation", "rail", "promotion_margin"): None,
-}
-# Settings whose default changed, by path, with the old default. A run stored with the old default and
-# resumed by a command that leaves the setting at today's default (the same command as before) keeps its
-# stored value. The price: asking for today's default explicitly cannot be told apart, and also resumes.
-CHANGED_DEFAULTS: dict[tuple[str, ...], Any] = {
-    ("allocation", "rail", "l2"): 0.1,
-    ("allocation", "rail", "promotion_margin"): None,
-    ("warm_start_epochs",): 20,
-}
-
-
-def _get_path(model: BaseModel, path: tuple[str, ...]) -> Any:
-    for name in path:
-        model = getattr(model, name)
-    return model
-
-
-def _with_path(model: BaseModel, path: tuple[str, ...], value: Any) -> Any:
-    if not path:
-        return value
-    head, *rest = path
-    return model.model_copy(update={head: _with_path(getattr(model, head), tuple(rest), value)})
-
-
-def _stored_section(stored: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
-    """The dict of a stored config that holds the last field of ``path`` (created when missing)."""
-    for name in path[:-1]:
-        stored = stored.setdefault(name, {})
-    return stored
-
-
-def _resolve_config(plane: ControlPlane, config: ShellTrainConfig) -> ShellTrainConfig:
-    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
-    if stored is None:
-        plane.store.set_meta(TRAIN_CONFIG_KEY, config.model_dump(mode="json"))
-        return config
-    asked, today = config, ShellTrainConfig()
-    for path, value in LEGACY_SETTINGS.items():
-        fields = _stored_section(stored, path)
-        if path[-1] in fields:
-            continue
-        fields[path[-1]] = value
-        if _get_path(asked, path) == _get_path(today, path):  # the same command as before
-            asked = _with_path(asked, path, value)
-    for path, old_default in CHANGED_DEFAULTS.items():
-        stored_value = _stored_section(stored, path).get(path[-1])
-        if stored_value == old_default and _get_path(asked, path) == _get_path(today, path):
-            asked = _with_path(asked, path, old_default)
-    resolved = ShellTrainConfig.model_validate(stored).model_copy(update={"epochs": config.epochs})
-    if resolved != asked:
-        raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
-    return resolved
-
-
 def open_training(run_dir: Path) -> ShellTraining:
     """An existing `shell train` run, reopened with the configuration and the task directory it stored.
 
@@ -383,7 +204,7 @@ class ShellTraining:
                 raise ConfigError(f"init_from: {start[1]} was trained on {len(seen)} of this run's validation "
                                   f"task(s) (e.g. {seen[0]}); validate on tasks it never saw (--val-tasks DIR)")
         self.plane = ControlPlane(run_dir, config.control if new_run else None)
-        self.config = _resolve_config(self.plane, config)
+        self.config = resolve_stored_config(self.plane, config)
         self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
         self.tasks, self.val_tasks = split or validation_split(self.config.validation, train_tasks, self.config.seed)
         self.teacher = build_teacher(self.config, run_dir)
