@@ -42,16 +42,22 @@ def _episode(task: str, outcome: str, steps: list[Step]) -> Episode:
                    env_reward=reward, policy_version="ckpt-0001")
 
 
-def test_archived_fixes_are_the_last_loop_free_action_of_successes() -> None:
+def test_archived_fixes_are_the_loop_free_action_of_successes_at_the_opening_state() -> None:
     detour = [_step("A", "patch wrong"), _step("B", "revert"), _step("A", "patch right")]
+    idle = [_step("A", "run tests"), _step("A", "patch again")]  # a step that leaves the state as it was
     episodes = [
         _episode("t1", "success", detour),
         _episode("t2", "failure", [_step("A", "patch nope")]),
         _episode("t3", "success", [_step("A", "patch first")]),
-        _episode("t3", "success", [_step("A", "read calc.py"), _step("C", "patch later")]),
+        _episode("t3", "success", [_step("A", "patch kept"), _step("C", "patch on top")]),
         _episode("t4", "success", []),
+        _episode("t5", "success", [_step("A", "patch old")]),
+        _episode("t5", "success", idle),
+        _episode("t6", "success", [_step("A", "patch kept"), _step("C", "patch on top")]),
     ]
-    assert archived_fixes(episodes) == {"t1": "patch right", "t3": "patch later"}
+    # t3's later success kept a patch it never reverted, so its last action is no fix from the opening
+    # state: the earlier one stands, and t6, which has no other, has no fix.
+    assert archived_fixes(episodes) == {"t1": "patch right", "t3": "patch first", "t5": "patch again"}
 
 
 def test_demonstrations_from_a_verified_fix_equal_the_oracles_for_the_same_fix(tmp_path: Path) -> None:

@@ -61,13 +61,18 @@ def pick_archived(archive: Mapping[str, Mapping[str, object]], limit: int, rng: 
 
 
 def archived_fixes(episodes: Sequence[Episode]) -> dict[str, str]:
-    """Task id → the verified fix of each successful episode: the action of its loop-free path's last step
-    (the one after which the verifier accepted the working copy). The task's later episodes win."""
+    """Task id → the verified fix of each successful episode whose fix was taken at the opening state: the
+    action of its loop-free path when that path is one step long. The task's later episodes win.
+
+    A longer loop-free path kept an earlier change (a patch it never reverted) that the accepted working
+    copy may depend on, so its last action is not known to fix the task from the opening state, which is
+    where redistillation's demonstrations (:func:`aios_rl.campaign.demos.fix_demonstrations`) put it.
+    """
     fixes = {}
     for episode in episodes:
         path = loop_free_steps(episode.trajectory) if episode.outcome == "success" else []
-        if path:
-            fixes[episode.task_id] = path[-1].action
+        if len(path) == 1:
+            fixes[episode.task_id] = path[0].action
     return fixes
 
 
