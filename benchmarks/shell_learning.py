@@ -31,7 +31,6 @@ import json
 import random
 import shutil
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -39,6 +38,7 @@ from scipy.stats import binomtest
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.evaluate import evaluate
+from aios_rl.campaign.metrics import phase_minutes
 from aios_rl.campaign.shell_eval import holdout_group
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, load_student_from
 from aios_rl.campaign.validation import ValidationConfig
@@ -68,6 +68,16 @@ SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "dist
          "distill+rl+distinct": "distillation + RL, distinct", "rl+distinct": "pure RL, distinct",
          "distill+rl+states": "distillation + RL, distinct states", "rl+states": "pure RL, distinct states",
          "distill+rl+redistill": "distillation + RL, redistilled"}
+
+
+def training_minutes(run: Path, warm_run: Path | None) -> float | None:
+    """The minutes the run's phases took (a copied run's epochs included), plus its warm start's when it
+    started from one; read from the runs' metrics, so a resumed benchmark counts what ran before the kill.
+    None for runs stored before phase times were recorded."""
+    parts = [phase_minutes(run / "metrics.jsonl")]
+    if warm_run is not None:
+        parts.append(phase_minutes(warm_run / "metrics.jsonl"))
+    return None if None in parts else sum(parts)  # type: ignore[arg-type]
 
 
 def env_factory(sandbox: Sandbox):
@@ -263,7 +273,7 @@ def main() -> None:
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         if not args.no_baselines:
             add("uniform-random candidates", scored("uniform-random candidates", UniformPolicy(), seed))
-        warm_run, warm_minutes = args.out / f"seed{seed}-warm-start", 0.0
+        warm_run, warm_done = args.out / f"seed{seed}-warm-start", False
         untrained_done = False  # the untrained student is evaluated once per seed, before the first pure RL run
         for name, config in chosen.items():
             overrides = {k: v for k, v in config.items() if k not in ("gate", "redistill")}
@@ -274,11 +284,10 @@ def main() -> None:
             if gated:
                 cfg = cfg.model_copy(update={"validation": ValidationConfig(tasks_dir=str(val_dir), rule="mean")})
             if overrides["teacher"] != "none":  # both teacher configurations start from one shared warm start
-                if not warm_minutes:
-                    start = time.perf_counter()
+                if not warm_done:
+                    warm_done = True
                     warm = ShellTraining(warm_run, tasks_dir, cfg.model_copy(update={"rl": False, "validation": ValidationConfig()}))
                     warm.warm_start()
-                    warm_minutes = (time.perf_counter() - start) / 60
                     add_trained("oracle warm start alone", warm.policy, seed)
                     print(f"seed {seed} oracle warm start alone: {rows['oracle warm start alone']['holdout'][-1]:.3f}",
                           flush=True)
@@ -289,12 +298,9 @@ def main() -> None:
             if trainer_update:
                 trainer = TrainerConfig.model_validate(cfg.trainer.model_dump() | trainer_update)
                 cfg = cfg.model_copy(update={"trainer": trainer})
-            copied = 0.0  # the minutes of the run copied, when a redistilled configuration starts from one
             names = list(chosen)
             if redistill and REDISTILLED_FROM in names[:names.index(name)] and not run.exists():
                 shutil.copytree(args.out / run_name(seed, REDISTILLED_FROM, CONFIGS[REDISTILLED_FROM]), run)
-                copied = minutes[REDISTILLED_FROM][-1]
-            start = time.perf_counter()
             training = ShellTraining(run, tasks_dir, cfg)
             if overrides["teacher"] == "none" and not args.no_baselines and not untrained_done:
                 untrained_done = True
@@ -308,8 +314,9 @@ def main() -> None:
                     break
             if redistill and not training.redistilled():
                 training.redistill(redistill)
-            warm_share = warm_minutes if cfg.init_from and not copied else 0.0  # a copied run's include it
-            minutes.setdefault(name, []).append((time.perf_counter() - start) / 60 + warm_share + copied)
+            trained = training_minutes(run, warm_run if cfg.init_from else None)
+            if trained is not None:
+                minutes.setdefault(name, []).append(trained)
             policy, lineage = training.policy, training.plane.state.lineage
             training.close()
             add_trained(name, policy, seed)

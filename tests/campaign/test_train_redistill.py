@@ -125,6 +125,7 @@ def test_redistill_fits_a_fresh_student_on_the_verified_fix_and_is_not_repeated(
         assert m["val/decision"] in ("same", "better") and m["val/active"] == report.checkpoint  # the gate judged it
         assert m["demonstrations"] == 5 + m["discovered_demonstrations"] == 10  # calc-1's by the oracle, calc-2's
         assert read_metrics(copy / "metrics.jsonl")[-1]["checkpoint"] == report.checkpoint
+        assert m["time/phase_s"] > 0  # the distillation and the gate's judgement
         after = _weights(training.policy)
         assert any(not torch.equal(before[k], v) for k, v in after.items())
         stored = training.load_student()

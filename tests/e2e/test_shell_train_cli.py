@@ -39,6 +39,7 @@ def test_train_writes_checkpoints_lineage_and_metrics(trained: tuple[Path, Path]
     _, run = trained
     records = metrics(run)
     assert [r["phase"] for r in records] == ["warm_start", "rl"]
+    assert all(r["time/phase_s"] > 0 for r in records)
     rl = records[-1]
     assert rl["rollout/episodes"] == 4 and 0.0 <= rl["rollout/success_rate"] <= 1.0
     assert rl["train/first_ratio_mean"] == pytest.approx(1.0, abs=1e-5)

@@ -29,3 +29,12 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return records
+
+
+def phase_minutes(path: Path) -> float | None:
+    """The minutes a run's phases took (the sum of ``time/phase_s`` over its records), or None when a
+    record has none (written before the field existed) or the file has no record."""
+    seconds = [r.get("time/phase_s") for r in read_metrics(path)]
+    if not seconds or any(s is None for s in seconds):
+        return None
+    return sum(seconds) / 60

@@ -3,14 +3,16 @@
 Each epoch samples training tasks, runs a group of episodes per task with the active checkpoint, fuses the
 teacher's shaping into the rewards, updates the student (GRPO family or PPO; or distillation only), writes
 a checkpoint through the control plane (``update.completed``: the new checkpoint becomes ``active``, its
-parent ``pre_update_ref``) and appends one line to ``RUN/metrics.jsonl``. A killed run resumes from its
-active checkpoint and the epochs it already finished.
+parent ``pre_update_ref``) and appends one line to ``RUN/metrics.jsonl``, with the phase's wall seconds
+(``time/phase_s``: the warm start, an epoch's rollouts, update and validation gate, or a redistillation). A
+killed run resumes from its active checkpoint and the epochs it already finished.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,12 +285,13 @@ class ShellTraining:
         wanted = self.oracle_first and self.config.init_from is None and self.config.warm_start_epochs > 0
         if not wanted or "warm_start" in self._done_labels():
             return None
+        started = time.perf_counter()
         demonstrations = self._demonstrations(progress)
         stats = distill_passes(self.trainer, demonstrations, seed=self.config.seed,
                                passes=self.config.warm_start_epochs)
         checkpoint = self._checkpoint("warm_start", [])
         record = {"epoch": 0, "phase": "warm_start", "checkpoint": checkpoint, "demonstrations": len(demonstrations),
-                  "tasks": len(self.tasks)} | stats.metrics()
+                  "tasks": len(self.tasks), "time/phase_s": time.perf_counter() - started} | stats.metrics()
         append_metrics(self.metrics_path, record)
         return EpochReport(0, checkpoint, record)
 
@@ -334,9 +337,11 @@ class ShellTraining:
             record = self._train_redistilled(done, passes, progress)
             if record is None:
                 return None
+        started = time.perf_counter()
         if self.gate is not None:
             name = f"redistill-after-epoch-{done}"
             record |= self.gate.judge(done, record["checkpoint"], self.trainer, name=name)
+        record["time/phase_s"] = record.get("time/phase_s", 0.0) + time.perf_counter() - started
         append_metrics(self.metrics_path, record)
         self.plane.store.set_meta(PENDING_EPOCH_KEY, None)
         return EpochReport(done, record["checkpoint"], record)
@@ -344,10 +349,15 @@ class ShellTraining:
     def _train_redistilled(self, epoch: int, passes: int, progress: Progress | None) -> dict[str, Any] | None:
         """The fresh student's distillation and its checkpoint; its record (stored as pending, then returned),
         or None when no verified fix can be distilled."""
+        started = time.perf_counter()
         self.plane.ensure_can_update()
         archive = self.plane.store.get_meta(SELF_IMITATION_KEY, {})
         ids = [str(archive[task]["episode_id"]) for task in sorted(archive)]
         found = archived_fixes(load_episodes(self.plane, ids))
+        if len(found) < len(ids):
+            log.info("%s: %d of %d archived successes kept an earlier patch, so their last action is no fix "
+                     "from the opening state; they are not redistilled", self.plane.run_dir,
+                     len(ids) - len(found), len(ids))
         taught = {t.task_id for t in self.tasks if self.oracle_first and reference_action(t) is not None}
         fixes = [(t, found[t.task_id]) for t in self.tasks if t.task_id in found and t.task_id not in taught]
 
@@ -378,7 +388,8 @@ class ShellTraining:
         stats = distill_passes(self.trainer, batch, seed=self.config.seed, passes=passes)
         record = {"epoch": epoch, "phase": "redistill", "checkpoint": self._next_checkpoint_id(),
                   "passes": passes, "demonstrations": len(batch), "discovered_tasks": len(fixes),
-                  "discovered_demonstrations": len(discovered)} | stats.metrics()
+                  "discovered_demonstrations": len(discovered),
+                  "time/phase_s": time.perf_counter() - started} | stats.metrics()
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
         checkpoint = self._checkpoint("redistill", ids)
         assert checkpoint == record["checkpoint"]
@@ -407,8 +418,10 @@ class ShellTraining:
         if record is None:
             self.plane.ensure_can_update()  # a frozen lineage refuses before the rollouts, not after them
             record = self._train_epoch(epoch, progress)
+        started = time.perf_counter()
         if self.gate is not None:
             record |= self.gate.judge(epoch, record["checkpoint"], self.trainer)
+        record["time/phase_s"] = record.get("time/phase_s", 0.0) + time.perf_counter() - started
         append_metrics(self.metrics_path, record)
         self.plane.store.set_meta(PENDING_EPOCH_KEY, None)
         return EpochReport(epoch, record["checkpoint"], record)
@@ -427,6 +440,7 @@ class ShellTraining:
 
     def _train_epoch(self, epoch: int, progress: Progress | None) -> dict[str, Any]:
         """Rollouts, the update and its checkpoint; the epoch's record (stored as pending, then returned)."""
+        started = time.perf_counter()
         cfg = self.config
         rng = random.Random(cfg.seed * 1_000_003 + epoch)
         solved_before = set(self.plane.store.get_meta(SELF_IMITATION_KEY, {}))
@@ -505,6 +519,7 @@ class ShellTraining:
             "tasks/solved_before": sum(t.task_id in solved_before for t in chosen),
             "teacher/failures": teacher_failures,
             "teacher/disagreement_rate": self.monitor.rate,
+            "time/phase_s": time.perf_counter() - started,
         } | stats.metrics() | self.budget.metrics() | self.collector.metrics()
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
         checkpoint = self._checkpoint(record["phase"], [e.episode_id for e in episodes])
