@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aios_rl.campaign.metrics import append_metrics, phase_minutes, read_metrics
+from aios_rl.campaign.metrics import append_metrics, phase_minutes, read_metrics, training_summary
 
 
 def test_records_round_trip_with_non_finite_floats_as_null(tmp_path: Path) -> None:
@@ -34,3 +34,24 @@ def test_phase_minutes_is_unknown_when_a_record_predates_the_field(tmp_path: Pat
     append_metrics(path, {"phase": "warm_start"})
     append_metrics(path, {"phase": "rl", "time/phase_s": 12.0})
     assert phase_minutes(path) is None
+
+
+def test_training_summary_counts_phases_and_reads_the_last_record(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    assert training_summary(path) is None
+    append_metrics(path, {"phase": "campaign_update", "update": 1})  # a campaign's line is no training record
+    assert training_summary(path) is None
+    append_metrics(path, {"epoch": 0, "phase": "warm_start", "checkpoint": "c1", "time/phase_s": 60.0})
+    for epoch in (1, 2):
+        append_metrics(path, {"epoch": epoch, "phase": "rl", "checkpoint": f"c{epoch + 1}", "time/phase_s": 30.0,
+                              "rollout/success_rate": 0.25 * epoch, "train/loss": 1.0 / epoch})
+    append_metrics(path, {"epoch": 2, "phase": "redistill", "checkpoint": "c4", "time/phase_s": 120.0,
+                          "val/decision": "better"})
+    summary = training_summary(path)
+    assert summary == {
+        "phases": {"warm_start": 1, "rl": 2, "redistill": 1},
+        "epochs": 2,
+        "last": {"epoch": 2, "phase": "redistill", "checkpoint": "c4", "rollout/success_rate": None,
+                 "train/loss": None, "val/decision": "better", "time/phase_s": 120.0},
+        "minutes": pytest.approx(4.0),
+    }

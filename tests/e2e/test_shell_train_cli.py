@@ -51,6 +51,9 @@ def test_train_writes_checkpoints_lineage_and_metrics(trained: tuple[Path, Path]
     assert parents == {"ckpt-0000": None, "ckpt-0001": "ckpt-0000", "ckpt-0002": "ckpt-0001"}
     by_id = {c["id"]: c for c in lineage["checkpoints"]}
     assert len(by_id["ckpt-0002"]["data_window"]) == 4 and by_id["ckpt-0002"]["teacher_backend"] == "oracle"
+    training = json.loads(aios("status", "--run", str(run), "--json").stdout)["training"]
+    assert (training["phases"], training["epochs"]) == ({"warm_start": 1, "rl": 1}, 1)
+    assert training["last"]["checkpoint"] == "ckpt-0002" and training["minutes"] > 0
 
 
 def test_eval_json_shape(trained: tuple[Path, Path]) -> None:

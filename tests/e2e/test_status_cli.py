@@ -42,6 +42,7 @@ def test_status_json_after_the_control_demo(demo_run: Path) -> None:
     assert [(c["epoch"], c["relative_outcome"]) for c in r["recent_comparisons"]] == [(5, "worse")] * 3
     assert r["success_rates"] == {"demo": {"5": {"episodes": 5, "successes": 5, "rate": 1.0}}}
     assert r["last_event_at"]
+    assert r["training"] is None  # no `shell train` phases in a control demo
 
 
 def test_status_human_block(demo_run: Path) -> None:
@@ -91,3 +92,24 @@ def test_human_block_without_epochs_shows_alarms_and_failed_comparisons(tmp_path
               "relative_outcome": None, "at": "x"}
     lines = status_lines({**r, "recent_comparisons": [recent]})
     assert lines[-2:] == ["recent comparisons", "  epoch 1    e1  shell  comparison_failed"]
+
+
+def test_human_block_of_a_shell_train_run_has_its_training_line(tmp_path: Path) -> None:
+    from aios_rl.cli.status_cmd import status_lines
+
+    head = {"run": "r", "events": 1, "last_event_at": None, "epoch": 0, "phase": None, "streak": 0,
+            "rollback_threshold": 3, "window_results": {}, "pointers": {"active": "c2", "pre_update_ref": "c1",
+            "last_stable": "c0"}, "frozen": False, "consecutive_rollbacks": 0, "checkpoints": 3, "updates": 2,
+            "promotions": 0, "rollbacks": 0, "lanes": {}, "episodes_recorded": 8, "comparisons_recorded": 0,
+            "alarms": 0, "last_alarm": None, "last_close": None, "recent_comparisons": [], "success_rates": {}}
+    last = {"epoch": 1, "phase": "rl", "checkpoint": "c2", "rollout/success_rate": 0.375, "train/loss": 0.9,
+            "val/decision": "same", "time/phase_s": 61.2}
+    training = {"phases": {"warm_start": 1, "rl": 1}, "epochs": 1, "last": last, "minutes": 3.5}
+    assert status_lines(head | {"training": training})[-1] == (
+        "training  1 epoch, warm start x1; last: epoch 1 (rl) -> c2, rollout success 37.5%, validation same, "
+        "61 s; 3.5 min in all")
+    warm = {k: None for k in last} | {"epoch": 0, "phase": "warm_start", "checkpoint": "c1"}
+    lines = status_lines(head | {"training": {"phases": {"warm_start": 1}, "epochs": 0, "last": warm,
+                                              "minutes": None}})
+    assert lines[-1] == "training  0 epochs, warm start x1; last: warm start -> c1"
+    assert status_lines(head | {"training": None})[-1].startswith("episodes  8 recorded")

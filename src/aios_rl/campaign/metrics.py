@@ -31,10 +31,34 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+TRAINING_PHASES = ("warm_start", "distill", "rl", "redistill")  # the phases of `shell train`'s records
+_HEADLINE = ("epoch", "phase", "checkpoint", "rollout/success_rate", "train/loss", "val/decision", "time/phase_s")
+
+
 def phase_minutes(path: Path) -> float | None:
     """The minutes a run's phases took (the sum of ``time/phase_s`` over its records), or None when a
     record has none (written before the field existed) or the file has no record."""
-    seconds = [r.get("time/phase_s") for r in read_metrics(path)]
+    return _minutes(read_metrics(path))
+
+
+def training_summary(path: Path) -> dict[str, Any] | None:
+    """Where a `shell train` run stands, from its metrics: the records of each phase, the epochs trained,
+    the last record's headline numbers, and the minutes of all phases (None where a record predates phase
+    times). None for a file with no `shell train` record (a campaign's, or a run not started)."""
+    records = [r for r in read_metrics(path) if r.get("phase") in TRAINING_PHASES]
+    if not records:
+        return None
+    phases = {p: n for p in TRAINING_PHASES if (n := sum(r["phase"] == p for r in records))}
+    return {
+        "phases": phases,
+        "epochs": phases.get("distill", 0) + phases.get("rl", 0),
+        "last": {key: records[-1].get(key) for key in _HEADLINE},
+        "minutes": _minutes(records),
+    }
+
+
+def _minutes(records: list[dict[str, Any]]) -> float | None:
+    seconds = [r.get("time/phase_s") for r in records]
     if not seconds or any(s is None for s in seconds):
         return None
     return sum(seconds) / 60

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from aios_rl.campaign.metrics import training_summary
 from aios_rl.cli.lineage_cmd import RunOption, open_run
 from aios_rl.control.status import DEFAULT_RECENT, DEFAULT_WINDOWS, status_report
 
@@ -39,9 +40,31 @@ def _head(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _training(t: dict[str, Any]) -> str:
+    """One line for a `shell train` run: the phases done and the last one's numbers."""
+    last, epoch = t["last"], t["last"]["epoch"]
+    done = f"{t['epochs']} epoch{'' if t['epochs'] == 1 else 's'}" + "".join(
+        f", {label} x{t['phases'][p]}" for p, label in (("warm_start", "warm start"), ("redistill", "redistillation"))
+        if p in t["phases"])
+    what = {"warm_start": "warm start", "redistill": f"redistillation after epoch {epoch}"}.get(
+        last["phase"], f"epoch {epoch} ({last['phase']})")
+    parts = [f"{what} -> {last['checkpoint']}"]
+    if last["rollout/success_rate"] is not None:
+        parts.append(f"rollout success {100 * last['rollout/success_rate']:.1f}%")
+    if last["val/decision"] is not None:
+        parts.append(f"validation {last['val/decision']}")
+    if last["time/phase_s"] is not None:
+        parts.append(f"{last['time/phase_s']:.0f} s")
+    total = "" if t["minutes"] is None else f"; {t['minutes']:.1f} min in all"
+    return f"training  {done}; last: {', '.join(parts)}{total}"
+
+
 def status_lines(r: dict[str, Any]) -> list[str]:
-    """The compact human-readable block of a :func:`status_report` dict."""
+    """The compact human-readable block of a :func:`status_report` dict (with ``training`` added by
+    the command: a `shell train` run's :func:`~aios_rl.campaign.metrics.training_summary`, or None)."""
     lines = _head(r)
+    if r.get("training"):
+        lines.append(_training(r["training"]))
     if r["last_close"]:
         c = r["last_close"]
         lines.append(
@@ -69,9 +92,11 @@ def status(
     ),
     recent: int = typer.Option(DEFAULT_RECENT, "--recent", help="Latest matched comparisons to list."),
 ) -> None:
-    """Phase, epoch, streak, pointers, lanes, recent comparisons and windowed success rates of a run."""
+    """Phase, epoch, streak, pointers, lanes, recent comparisons and windowed success rates of a run; for
+    a `shell train` run also its training phases (from RUN/metrics.jsonl)."""
     with open_run(run, writer=False) as plane:
         report = status_report(plane, windows=window, recent=recent)
+    report["training"] = training_summary(run / "metrics.jsonl")
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:
