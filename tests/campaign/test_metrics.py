@@ -43,8 +43,9 @@ def test_training_summary_counts_phases_and_reads_the_last_record(tmp_path: Path
     assert training_summary(path) is None
     append_metrics(path, {"epoch": 0, "phase": "warm_start", "checkpoint": "c1", "time/phase_s": 60.0})
     for epoch in (1, 2):
-        append_metrics(path, {"epoch": epoch, "phase": "rl", "checkpoint": f"c{epoch + 1}", "time/phase_s": 30.0,
-                              "rollout/success_rate": 0.25 * epoch, "train/loss": 1.0 / epoch})
+        append_metrics(path, {"epoch": epoch, "phase": "rl", "checkpoint": f"c{epoch + 1}",
+                              "time/phase_s": 30.0, "rollout/success_rate": 0.25 * epoch,
+                              "train/loss": 1.0 / epoch})
     append_metrics(path, {"epoch": 2, "phase": "redistill", "checkpoint": "c4", "time/phase_s": 120.0,
                           "val/decision": "better"})
     summary = training_summary(path)

@@ -98,10 +98,11 @@ def test_human_block_of_a_shell_train_run_has_its_training_line(tmp_path: Path) 
     from aios_rl.cli.status_cmd import status_lines
 
     head = {"run": "r", "events": 1, "last_event_at": None, "epoch": 0, "phase": None, "streak": 0,
-            "rollback_threshold": 3, "window_results": {}, "pointers": {"active": "c2", "pre_update_ref": "c1",
-            "last_stable": "c0"}, "frozen": False, "consecutive_rollbacks": 0, "checkpoints": 3, "updates": 2,
-            "promotions": 0, "rollbacks": 0, "lanes": {}, "episodes_recorded": 8, "comparisons_recorded": 0,
-            "alarms": 0, "last_alarm": None, "last_close": None, "recent_comparisons": [], "success_rates": {}}
+            "rollback_threshold": 3, "window_results": {}, "frozen": False, "consecutive_rollbacks": 0,
+            "pointers": {"active": "c2", "pre_update_ref": "c1", "last_stable": "c0"}, "checkpoints": 3,
+            "updates": 2, "promotions": 0, "rollbacks": 0, "lanes": {}, "episodes_recorded": 8,
+            "comparisons_recorded": 0, "alarms": 0, "last_alarm": None, "last_close": None,
+            "recent_comparisons": [], "success_rates": {}}
     last = {"epoch": 1, "phase": "rl", "checkpoint": "c2", "rollout/success_rate": 0.375, "train/loss": 0.9,
             "val/decision": "same", "time/phase_s": 61.2}
     training = {"phases": {"warm_start": 1, "rl": 1}, "epochs": 1, "last": last, "minutes": 3.5}

@@ -32,7 +32,9 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 TRAINING_PHASES = ("warm_start", "distill", "rl", "redistill")  # the phases of `shell train`'s records
-_HEADLINE = ("epoch", "phase", "checkpoint", "rollout/success_rate", "train/loss", "val/decision", "time/phase_s")
+_HEADLINE = (
+    "epoch", "phase", "checkpoint", "rollout/success_rate", "train/loss", "val/decision", "time/phase_s",
+)
 
 
 def phase_minutes(path: Path) -> float | None:

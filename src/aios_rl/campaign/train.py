@@ -354,11 +354,12 @@ class ShellTraining:
         archive = self.plane.store.get_meta(SELF_IMITATION_KEY, {})
         ids = [str(archive[task]["episode_id"]) for task in sorted(archive)]
         found = archived_fixes(load_episodes(self.plane, ids))
-        if len(found) < len(ids):
-            log.info("%s: %d of %d archived successes kept an earlier patch, so their last action is no fix "
-                     "from the opening state; they are not redistilled", self.plane.run_dir,
-                     len(ids) - len(found), len(ids))
         taught = {t.task_id for t in self.tasks if self.oracle_first and reference_action(t) is not None}
+        kept_patch = set(archive) - set(found) - taught
+        if kept_patch:
+            log.info("%s: %d archived successes of unlabelled tasks kept an earlier patch, so their last "
+                     "action is no fix from the opening state; they are not redistilled", self.plane.run_dir,
+                     len(kept_patch))
         fixes = [(t, found[t.task_id]) for t in self.tasks if t.task_id in found and t.task_id not in taught]
 
         def demonstrations(fixes: list[tuple[Task, str]]) -> DistillBatch:

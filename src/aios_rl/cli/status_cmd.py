@@ -43,9 +43,9 @@ def _head(r: dict[str, Any]) -> list[str]:
 def _training(t: dict[str, Any]) -> str:
     """One line for a `shell train` run: the phases done and the last one's numbers."""
     last, epoch = t["last"], t["last"]["epoch"]
+    extra = (("warm_start", "warm start"), ("redistill", "redistillation"))
     done = f"{t['epochs']} epoch{'' if t['epochs'] == 1 else 's'}" + "".join(
-        f", {label} x{t['phases'][p]}" for p, label in (("warm_start", "warm start"), ("redistill", "redistillation"))
-        if p in t["phases"])
+        f", {label} x{t['phases'][p]}" for p, label in extra if p in t["phases"])
     what = {"warm_start": "warm start", "redistill": f"redistillation after epoch {epoch}"}.get(
         last["phase"], f"epoch {epoch} ({last['phase']})")
     parts = [f"{what} -> {last['checkpoint']}"]
