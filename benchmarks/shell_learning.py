@@ -72,8 +72,8 @@ SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "dist
 
 def training_minutes(run: Path, warm_run: Path | None) -> float | None:
     """The minutes the run's phases took (a copied run's epochs included), plus its warm start's when it
-    started from one; read from the runs' metrics, so a resumed benchmark counts what ran before the kill.
-    None for runs stored before phase times were recorded."""
+    started from one; read from the runs' metrics, so a resumed benchmark counts the phases finished before
+    it was killed (not one the kill interrupted). None for runs stored before phase times were recorded."""
     parts = [phase_minutes(run / "metrics.jsonl")]
     if warm_run is not None:
         parts.append(phase_minutes(warm_run / "metrics.jsonl"))
@@ -317,6 +317,8 @@ def main() -> None:
             trained = training_minutes(run, warm_run if cfg.init_from else None)
             if trained is not None:
                 minutes.setdefault(name, []).append(trained)
+            else:  # its "train min" then averages fewer seeds than its holdout columns
+                print(f"seed {seed} {name}: training minutes unknown (a run stored before phase times)", flush=True)
             policy, lineage = training.policy, training.plane.state.lineage
             training.close()
             add_trained(name, policy, seed)

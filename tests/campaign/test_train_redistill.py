@@ -16,7 +16,9 @@ from aios_rl.algos.self_imitation import archived_fixes
 from aios_rl.campaign.demos import fix_demonstrations, oracle_demonstrations
 from aios_rl.campaign.metrics import read_metrics
 from aios_rl.campaign import train as train_module
-from aios_rl.campaign.train import SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining, open_training
+from aios_rl.campaign.train import (
+    PENDING_EPOCH_KEY, SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining, open_training,
+)
 from aios_rl.campaign.validation import ValidationConfig, ValidationGate
 from aios_rl.contracts.episode import Episode, Observation, Step
 from aios_rl.contracts.errors import ConfigError, StorageError
@@ -184,6 +186,8 @@ def test_a_redistillation_killed_after_its_checkpoint_is_finished_not_repeated(
     with pytest.raises(killed):
         training.redistill(1)  # one pass: worse on validation, so the gate rolls it back
     redistilled = training.plane.state.lineage.checkpoints.keys() - {epoch_checkpoint}
+    stored_seconds = training.plane.store.get_meta(PENDING_EPOCH_KEY)["time/phase_s"]  # the distillation's
+    assert stored_seconds > 0
     training.close()
     resumed = open_training(copy)
     try:
@@ -196,6 +200,7 @@ def test_a_redistillation_killed_after_its_checkpoint_is_finished_not_repeated(
         assert lineage.active == epoch_checkpoint and lineage.rollbacks == rollbacks + 1  # once, not twice
         assert [r["phase"] for r in read_metrics(copy / "metrics.jsonl")].count("redistill") == 1
         assert report.metrics["val/decision"] == "worse" and resumed.redistilled()
+        assert report.metrics["time/phase_s"] > stored_seconds  # the killed process's time, and the gate's
     finally:
         resumed.close()
 

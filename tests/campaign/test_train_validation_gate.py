@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from aios_rl.algos.trainer import TrainerConfig
-from aios_rl.campaign.metrics import read_metrics
+from aios_rl.campaign.metrics import phase_minutes, read_metrics
 from aios_rl.campaign import train as train_module
-from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+from aios_rl.campaign.train import PENDING_EPOCH_KEY, ShellTrainConfig, ShellTraining
 from aios_rl.campaign.validation import (
     VALIDATION_KEY,
     ValidationConfig,
@@ -209,6 +209,12 @@ def test_a_run_killed_after_its_update_finishes_the_epoch_on_resume(
         training.run_epoch(1)
     expected_active = "ckpt-0001" if kill_at == "during_the_gate" else "ckpt-0000"
     assert training.plane.state.lineage.active == expected_active
+    pending = training.plane.store.get_meta(PENDING_EPOCH_KEY)
+    stored_seconds = pending["time/phase_s"]  # the rollouts and the update, stored with the record
+    assert stored_seconds > 0
+    if kill_at == "after_the_rollback":  # as a record stored before phase times existed: its time is unknown
+        del pending["time/phase_s"]
+        training.plane.store.set_meta(PENDING_EPOCH_KEY, pending)
     training.close()
 
     resumed = ShellTraining(run, tmp_path / "tasks", config)
@@ -222,5 +228,9 @@ def test_a_run_killed_after_its_update_finishes_the_epoch_on_resume(
         assert len(resumed.plane.store.episode_ids()) == episodes  # no second round of rollouts
         assert [r["val/decision"] for r in read_metrics(run / "metrics.jsonl")] == ["worse"]
         assert resumed.epochs_done() == 1
+        if kill_at == "during_the_gate":
+            assert report.metrics["time/phase_s"] > stored_seconds  # the killed process's and the gate's
+        else:
+            assert report.metrics["time/phase_s"] is None and phase_minutes(run / "metrics.jsonl") is None
     finally:
         resumed.close()

@@ -31,7 +31,8 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-TRAINING_PHASES = ("warm_start", "distill", "rl", "redistill")  # the phases of `shell train`'s records
+EPOCH_PHASES = ("distill", "rl")  # a `shell train` epoch's record: distillation only, or RL
+TRAINING_PHASES = ("warm_start", *EPOCH_PHASES, "redistill")  # every phase of `shell train`'s records
 _HEADLINE = (
     "epoch", "phase", "checkpoint", "rollout/success_rate", "train/loss", "val/decision", "time/phase_s",
 )
@@ -53,7 +54,7 @@ def training_summary(path: Path) -> dict[str, Any] | None:
     phases = {p: n for p in TRAINING_PHASES if (n := sum(r["phase"] == p for r in records))}
     return {
         "phases": phases,
-        "epochs": phases.get("distill", 0) + phases.get("rl", 0),
+        "epochs": sum(phases.get(p, 0) for p in EPOCH_PHASES),
         "last": {key: records[-1].get(key) for key in _HEADLINE},
         "minutes": _minutes(records),
     }

@@ -28,7 +28,7 @@ from aios_rl.algos.self_imitation import archived_fixes, pick_archived, self_imi
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.campaign.collect import RolloutCollector
 from aios_rl.campaign.demos import distill_passes, fix_demonstrations, oracle_demonstrations
-from aios_rl.campaign.metrics import append_metrics, read_metrics
+from aios_rl.campaign.metrics import EPOCH_PHASES, append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
 from aios_rl.campaign.students import make_student, restore_student
 from aios_rl.campaign.task_sampling import frontier_tasks, visit_counts
@@ -332,34 +332,29 @@ class ShellTraining:
         if done < self.config.epochs:
             raise ConfigError(f"{self.plane.run_dir} has trained {done} of its {self.config.epochs} epochs; "
                               "finish them (`aios-rl shell train`) before redistilling")
-        record = self._unfinished(done, phase="redistill")
+        started = time.perf_counter()
+        record = resumed = self._unfinished(done, phase="redistill")
         if record is None:
-            record = self._train_redistilled(done, passes, progress)
+            record = self._train_redistilled(done, passes, progress, started)
             if record is None:
                 return None
-        started = time.perf_counter()
-        if self.gate is not None:
-            name = f"redistill-after-epoch-{done}"
-            record |= self.gate.judge(done, record["checkpoint"], self.trainer, name=name)
-        record["time/phase_s"] = record.get("time/phase_s", 0.0) + time.perf_counter() - started
-        append_metrics(self.metrics_path, record)
-        self.plane.store.set_meta(PENDING_EPOCH_KEY, None)
-        return EpochReport(done, record["checkpoint"], record)
+        return self._finish(record, started, resumed is not None, name=f"redistill-after-epoch-{done}")
 
-    def _train_redistilled(self, epoch: int, passes: int, progress: Progress | None) -> dict[str, Any] | None:
+    def _train_redistilled(
+        self, epoch: int, passes: int, progress: Progress | None, started: float
+    ) -> dict[str, Any] | None:
         """The fresh student's distillation and its checkpoint; its record (stored as pending, then returned),
         or None when no verified fix can be distilled."""
-        started = time.perf_counter()
         self.plane.ensure_can_update()
         archive = self.plane.store.get_meta(SELF_IMITATION_KEY, {})
         ids = [str(archive[task]["episode_id"]) for task in sorted(archive)]
         found = archived_fixes(load_episodes(self.plane, ids))
         taught = {t.task_id for t in self.tasks if self.oracle_first and reference_action(t) is not None}
-        kept_patch = set(archive) - set(found) - taught
+        kept_patch = len(set(archive) - set(found) - taught)  # successes whose last action may not fix alone
         if kept_patch:
-            log.info("%s: %d archived successes of unlabelled tasks kept an earlier patch, so their last "
-                     "action is no fix from the opening state; they are not redistilled", self.plane.run_dir,
-                     len(kept_patch))
+            log.warning("%s: %d archived successes of unlabelled tasks kept an earlier patch, so their "
+                        "last action is no fix from the opening state; they are not redistilled",
+                        self.plane.run_dir, kept_patch)
         fixes = [(t, found[t.task_id]) for t in self.tasks if t.task_id in found and t.task_id not in taught]
 
         def demonstrations(fixes: list[tuple[Task, str]]) -> DistillBatch:
@@ -389,7 +384,7 @@ class ShellTraining:
         stats = distill_passes(self.trainer, batch, seed=self.config.seed, passes=passes)
         record = {"epoch": epoch, "phase": "redistill", "checkpoint": self._next_checkpoint_id(),
                   "passes": passes, "demonstrations": len(batch), "discovered_tasks": len(fixes),
-                  "discovered_demonstrations": len(discovered),
+                  "discovered_demonstrations": len(discovered), "discovered_kept_patch": kept_patch,
                   "time/phase_s": time.perf_counter() - started} | stats.metrics()
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
         checkpoint = self._checkpoint("redistill", ids)
@@ -405,7 +400,7 @@ class ShellTraining:
 
     def epochs_done(self) -> int:
         labels = self._done_labels()  # one read of metrics.jsonl
-        return labels.count("rl") + labels.count("distill")
+        return sum(labels.count(phase) for phase in EPOCH_PHASES)
 
     def run_epoch(self, epoch: int, progress: Progress | None = None) -> EpochReport:
         """One epoch: rollouts, an update and its checkpoint, the validation gate's decision (when the run
@@ -415,17 +410,31 @@ class ShellTraining:
         the metrics line leaves it behind, and running the epoch again finishes it (gate and line) instead
         of training a second update on top of the first.
         """
-        record = self._unfinished(epoch)
+        started = time.perf_counter()
+        record = resumed = self._unfinished(epoch)
         if record is None:
             self.plane.ensure_can_update()  # a frozen lineage refuses before the rollouts, not after them
-            record = self._train_epoch(epoch, progress)
-        started = time.perf_counter()
+            record = self._train_epoch(epoch, progress, started)
+        return self._finish(record, started, resumed is not None)
+
+    def _finish(
+        self, record: dict[str, Any], started: float, resumed: bool, name: str | None = None
+    ) -> EpochReport:
+        """The validation gate's decision (when the run has one), the phase's wall seconds and its line in
+        ``metrics.jsonl``; the pending record is then cleared.
+
+        ``time/phase_s`` is this process's time on the phase since ``started``, plus, when it finishes a
+        record left by a killed process, the time that process stored with it (up to the record, not what
+        the kill interrupted after it); unknown (null) for a record stored before phase times existed.
+        """
         if self.gate is not None:
-            record |= self.gate.judge(epoch, record["checkpoint"], self.trainer)
-        record["time/phase_s"] = record.get("time/phase_s", 0.0) + time.perf_counter() - started
+            record |= self.gate.judge(record["epoch"], record["checkpoint"], self.trainer, name=name)
+        earlier = record.get("time/phase_s") if resumed else 0.0
+        elapsed = time.perf_counter() - started
+        record["time/phase_s"] = None if earlier is None else earlier + elapsed
         append_metrics(self.metrics_path, record)
         self.plane.store.set_meta(PENDING_EPOCH_KEY, None)
-        return EpochReport(epoch, record["checkpoint"], record)
+        return EpochReport(record["epoch"], record["checkpoint"], record)
 
     def _unfinished(self, epoch: int, phase: str | None = None) -> dict[str, Any] | None:
         """The stored record of ``epoch`` (of its redistillation with ``phase="redistill"``) if its update was
@@ -439,9 +448,9 @@ class ShellTraining:
         committed = lineage.active == pending["checkpoint"] or (checkpoint is not None and checkpoint.verdict == "rolled_back")
         return pending if committed else None
 
-    def _train_epoch(self, epoch: int, progress: Progress | None) -> dict[str, Any]:
-        """Rollouts, the update and its checkpoint; the epoch's record (stored as pending, then returned)."""
-        started = time.perf_counter()
+    def _train_epoch(self, epoch: int, progress: Progress | None, started: float) -> dict[str, Any]:
+        """Rollouts, the update and its checkpoint; the epoch's record (stored as pending, with the seconds
+        since ``started``, then returned)."""
         cfg = self.config
         rng = random.Random(cfg.seed * 1_000_003 + epoch)
         solved_before = set(self.plane.store.get_meta(SELF_IMITATION_KEY, {}))

@@ -43,16 +43,17 @@ def _head(r: dict[str, Any]) -> list[str]:
 def _training(t: dict[str, Any]) -> str:
     """One line for a `shell train` run: the phases done and the last one's numbers."""
     last, epoch = t["last"], t["last"]["epoch"]
-    extra = (("warm_start", "warm start"), ("redistill", "redistillation"))
+    names = {"warm_start": "warm start", "redistill": "redistillation"}
     done = f"{t['epochs']} epoch{'' if t['epochs'] == 1 else 's'}" + "".join(
-        f", {label} x{t['phases'][p]}" for p, label in extra if p in t["phases"])
-    what = {"warm_start": "warm start", "redistill": f"redistillation after epoch {epoch}"}.get(
-        last["phase"], f"epoch {epoch} ({last['phase']})")
+        f", {label} x{t['phases'][p]}" for p, label in names.items() if p in t["phases"])
+    what = {"redistill": f"redistillation after epoch {epoch}"}.get(
+        last["phase"], names.get(last["phase"], f"epoch {epoch} ({last['phase']})"))
     parts = [f"{what} -> {last['checkpoint']}"]
     if last["rollout/success_rate"] is not None:
         parts.append(f"rollout success {100 * last['rollout/success_rate']:.1f}%")
     if last["val/decision"] is not None:
-        parts.append(f"validation {last['val/decision']}")
+        rolled_back = " (rolled back)" if last["val/decision"] == "worse" else ""
+        parts.append(f"validation {last['val/decision']}{rolled_back}")
     if last["time/phase_s"] is not None:
         parts.append(f"{last['time/phase_s']:.0f} s")
     total = "" if t["minutes"] is None else f"; {t['minutes']:.1f} min in all"
