@@ -98,6 +98,17 @@ def test_train_resumes_a_finished_run_with_more_epochs(trained: tuple[Path, Path
     changed = aios("shell", "train", "--tasks", str(tasks), "--run", str(run), "--epochs", "2",
                    "--group-size", "3", "--seed", "1", check=False)
     assert changed.returncode == 2 and "different configuration" in changed.stderr
+    # Without --tasks the run continues with the settings it stored; other settings are refused, not ignored.
+    out = json.loads(aios("shell", "train", "--run", str(run), "--epochs", "3", "--json").stdout)
+    assert [r["phase"] for r in metrics(run)] == ["warm_start", "rl", "rl", "rl"] and out["epochs"] == 3
+    assert [r["epoch"] for r in out["epochs_run"]] == [3]
+    reseeded = aios("shell", "train", "--run", str(run), "--epochs", "4", "--seed", "2", check=False)
+    said = " ".join(reseeded.stderr.replace("│", " ").split())  # the error box wraps its lines
+    assert reseeded.returncode == 2 and "--seed: a run continued without --tasks keeps the settings" in said
+    fresh = aios("shell", "train", "--run", str(tmp_path / "new"), check=False)
+    assert fresh.returncode == 2 and "needs a task directory" in " ".join(fresh.stderr.replace("│", " ").split())
+    assert not (tmp_path / "new").exists()
+    assert len(metrics(run)) == 4
 
 
 def test_eval_unknown_checkpoint_fails_clearly(trained: tuple[Path, Path]) -> None:

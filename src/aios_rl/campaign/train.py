@@ -169,8 +169,9 @@ def trained_task_ids(run_dir: Path, *, depth: int = 8) -> set[str]:
     return ids
 
 
-def open_training(run_dir: Path) -> ShellTraining:
-    """An existing `shell train` run, reopened with the configuration and the task directory it stored.
+def open_training(run_dir: Path, *, epochs: int | None = None) -> ShellTraining:
+    """An existing `shell train` run, reopened with the configuration and the task directory it stored
+    (``epochs``, when given, replaces the stored count: more epochs continue the run).
 
     Raises:
         StorageError: not a run directory.
@@ -184,6 +185,8 @@ def open_training(run_dir: Path) -> ShellTraining:
         raise ConfigError(f"{run_dir} is not a `shell train` run: it records no training configuration")
     if not Path(tasks_dir).is_dir():
         raise ConfigError(f"{run_dir} trained on {tasks_dir}, which no longer exists")
+    if epochs is not None:
+        stored = stored | {"epochs": epochs}
     return ShellTraining(run_dir, Path(tasks_dir), ShellTrainConfig.model_validate(stored))
 
 

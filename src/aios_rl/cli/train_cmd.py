@@ -13,9 +13,15 @@ RunOption = typer.Option(..., "--run", help="Run directory (created on first use
 
 
 def train(
-    tasks: Path = typer.Option(..., "--tasks", help="Task directory (from benchmark-generate or import-tasks)."),
+    ctx: typer.Context,
+    tasks: Path | None = typer.Option(
+        None, "--tasks", help="Task directory (from benchmark-generate or import-tasks). Leave it out to "
+        "continue an existing run with the settings it stored (then only --epochs and --json may be given)."
+    ),
     run: Path = RunOption,
-    epochs: int = typer.Option(5, "--epochs", help="Update epochs."),
+    epochs: int = typer.Option(
+        5, "--epochs", help="Update epochs in all (continuing without --tasks: the stored count if not set)."
+    ),
     student: str = typer.Option("compact", "--student", help="compact | causal-lm"),
     model: str | None = typer.Option(None, "--model", help="causal-lm: local model directory (never downloaded)."),
     algo: str = typer.Option("grpo", "--algo", help="grpo | ppo"),
@@ -54,18 +60,30 @@ def train(
     --val-fraction or --val-tasks, an update that scores worse on validation than its parent is rolled back
     (RUN/rollbacks/epoch-N.json says which tasks changed) and the next epoch trains from the parent again.
     """
-    from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+    from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, open_training
     from aios_rl.contracts.config import load_config
 
-    overrides = {
-        "epochs": epochs, "student.kind": student, "student.model_path": model, "trainer.algo": algo,
-        "teacher": teacher, "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
-        "group_size": group_size, "seed": seed, "allocator": allocator, "init_from": init_from,
-        "validation.fraction": val_fraction, "validation.tasks_dir": str(val_tasks) if val_tasks else None,
-        "redistill_passes": redistill_passes,
-    }
-    cfg = load_config(ShellTrainConfig, config, overrides)
-    training = ShellTraining(run, tasks, cfg)
+    if tasks is None:
+        if not (run / "control.db").is_file():
+            raise typer.BadParameter(f"a new run needs a task directory ({run} is no run yet)",
+                                     param_hint="--tasks")
+        ignored = [f"--{name.replace('_', '-')}" for name in ctx.params
+                   if name not in ("tasks", "run", "epochs", "as_json") and _given(ctx, name)]
+        if ignored:
+            raise typer.BadParameter(f"{', '.join(ignored)}: a run continued without --tasks keeps the "
+                                     "settings it stored; give only --epochs (and --json)",
+                                     param_hint="--tasks")
+        training = open_training(run, epochs=epochs if _given(ctx, "epochs") else None)
+    else:
+        overrides = {
+            "epochs": epochs, "student.kind": student, "student.model_path": model, "trainer.algo": algo,
+            "teacher": teacher, "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
+            "group_size": group_size, "seed": seed, "allocator": allocator, "init_from": init_from,
+            "validation.fraction": val_fraction,
+            "validation.tasks_dir": str(val_tasks) if val_tasks else None,
+            "redistill_passes": redistill_passes,
+        }
+        training = ShellTraining(run, tasks, load_config(ShellTrainConfig, config, overrides))
     quiet = as_json or not sys.stderr.isatty()
     reports = []
     try:
@@ -117,6 +135,12 @@ def train(
         typer.echo(json.dumps(summary, indent=2))
     else:
         typer.echo(f"trained: active checkpoint {summary['active']}  (aios-rl shell eval --run {run})")
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the command line set ``name`` (not its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def _redistilled_line(m: dict) -> str:
