@@ -46,8 +46,10 @@ def _training(t: dict[str, Any]) -> str:
     names = {"warm_start": "warm start", "redistill": "redistillation"}
     done = f"{t['epochs']} epoch{'' if t['epochs'] == 1 else 's'}" + "".join(
         f", {label} x{t['phases'][p]}" for p, label in names.items() if p in t["phases"])
-    what = {"redistill": f"redistillation after epoch {epoch}"}.get(
-        last["phase"], names.get(last["phase"], f"epoch {epoch} ({last['phase']})"))
+    if last["phase"] == "redistill":
+        what = f"redistillation after epoch {epoch}"
+    else:
+        what = names.get(last["phase"], f"epoch {epoch} ({last['phase']})")
     parts = [f"{what} -> {last['checkpoint']}"]
     if last["rollout/success_rate"] is not None:
         parts.append(f"rollout success {100 * last['rollout/success_rate']:.1f}%")
