@@ -178,6 +178,9 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
     """The configuration a run trains with: ``config`` stored on its first start; on a resume the stored one
     (with ``config``'s epochs), read as the same command would have asked for it when it was stored.
 
+    A resume that asks for more epochs than the run stored stores the larger count, so a later
+    ``shell train --run RUN`` without ``--epochs`` continues to the most epochs any command asked for.
+
     Raises:
         ConfigError: ``config`` differs from the stored configuration in more than its epochs.
     """
@@ -200,4 +203,6 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
     resolved = ShellTrainConfig.model_validate(stored).model_copy(update={"epochs": config.epochs})
     if resolved != asked:
         raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
+    if config.epochs > stored["epochs"]:
+        plane.store.set_meta(TRAIN_CONFIG_KEY, stored | {"epochs": config.epochs})
     return resolved
