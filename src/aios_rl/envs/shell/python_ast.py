@@ -8,6 +8,11 @@ thread pool and each parses the working copy's sources for its candidates, so th
 test of `shell train` under load). Later CPython versions keep the depth per parse (CPython issue
 gh-106905). The lock's cost was not measured; a parse of one module is short beside the sandboxed test
 runs the workers otherwise wait on.
+
+The lock covers this project's parses only: the standard library parses too, unlocked (3.11's traceback
+module parses a source line to place its ``^`` markers when it formats an exception, as ``logger.exception``
+does in a teacher's thread). Such a parse can disturb one of ours in the same way, so a parse that fails
+with the mismatch is parsed again, up to ``RETRIES`` times.
 """
 
 from __future__ import annotations
@@ -18,9 +23,17 @@ import threading
 __all__ = ["parse"]
 
 _LOCK = threading.Lock()
+RETRIES = 3
+_DISTURBED = "recursion depth mismatch"
 
 
 def parse(source: str) -> ast.Module:
     """``ast.parse(source)``, never at the same time as another thread's (SyntaxError as usual)."""
     with _LOCK:
+        for _ in range(RETRIES):
+            try:
+                return ast.parse(source)
+            except SystemError as exc:
+                if _DISTURBED not in str(exc):
+                    raise
         return ast.parse(source)
