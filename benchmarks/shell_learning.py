@@ -90,15 +90,24 @@ def holdout_eval(policy, tasks_dir: Path, sandbox: Sandbox, seed: int,
                  solved: dict[str, int] | None = None) -> dict[str, float]:
     """Greedy holdout success overall and per holdout kind; ``solved`` receives 1/0 per task id."""
     holdout = load_tasks(tasks_dir, split="holdout")
-    train_repos = {t.oracle.get("metadata", {}).get("seed_repo") for t in load_tasks(tasks_dir, split="train")}
 
     def record(task, episodes) -> None:
         if solved is not None:
             solved[task.task_id] = int(all(e.outcome == "success" for e in episodes))
 
     result = evaluate(policy, holdout, env_factory(sandbox), samples=1, seed=seed,
-                      group_of=holdout_group(train_repos), on_task=record)
+                      group_of=holdout_group(train_repos(tasks_dir)), on_task=record)
     return {"holdout": result.success_rate, **result.by_group}
+
+
+def train_repos(tasks_dir: Path) -> set[str]:
+    return {t.oracle.get("metadata", {}).get("seed_repo") for t in load_tasks(tasks_dir, split="train")}
+
+
+def holdout_groups(tasks_dir: Path) -> dict[str, str]:
+    """Each holdout task's group as holdout_eval reports it (unseen_mutants or unseen_repos), by task id."""
+    group = holdout_group(train_repos(tasks_dir))
+    return {task.task_id: group(task) for task in load_tasks(tasks_dir, split="holdout")}
 
 
 # Paired comparisons printed by --merge: (configuration, the one it must beat), over every (seed, holdout task).
@@ -116,24 +125,33 @@ PAIRED = [
 ]
 
 
-def paired_lines(by_task: dict[str, dict[str, dict[str, int]]]) -> list[str]:
+GROUP_LABELS = {"unseen_repos": "unseen repos", "unseen_mutants": "unseen mutants"}
+
+
+def paired_lines(by_task: dict[str, dict[str, dict[str, int]]], groups: dict[str, str] | None = None) -> list[str]:
     """For each pair in PAIRED present on common seeds: the (seed, task) pairs one solves and the other does
-    not, and the two-sided exact sign test over them (as the control plane's verdicts)."""
+    not, and the two-sided exact sign test over them (as the control plane's verdicts). With ``groups`` (task
+    id -> holdout group), an indented line per group follows each pair's line."""
     lines = []
     for a, b in PAIRED:
         seeds = sorted(set(by_task.get(a, {})) & set(by_task.get(b, {})), key=int)
         if not seeds:
             continue
-        better = worse = 0
-        for seed in seeds:
-            for task, won in by_task[a][seed].items():
-                other = by_task[b][seed].get(task)
-                better += other is not None and won > other
-                worse += other is not None and won < other
-        p = binomtest(better, better + worse, 0.5).pvalue if better + worse else 1.0
-        lines.append(f"{a} vs {b}: seeds {','.join(seeds)}: better on {better}, worse on {worse} "
-                     f"(seed, task) pairs; sign test p = {min(1.0, p):.3f}")
+        pairs = [(won, other) for seed in seeds for task, won in by_task[a][seed].items()
+                 if (other := by_task[b][seed].get(task)) is not None]
+        lines.append(f"{a} vs {b}: seeds {','.join(seeds)}: {_sign_test(pairs)}")
+        for group, label in GROUP_LABELS.items():
+            within = [(won, other) for seed in seeds for task, won in by_task[a][seed].items()
+                      if (groups or {}).get(task) == group and (other := by_task[b][seed].get(task)) is not None]
+            if within:
+                lines.append(f"  {label}: {_sign_test(within)}")
     return lines
+
+
+def _sign_test(pairs: list[tuple[int, int]]) -> str:
+    better, worse = sum(a > b for a, b in pairs), sum(a < b for a, b in pairs)
+    p = binomtest(better, better + worse, 0.5).pvalue if better + worse else 1.0
+    return f"better on {better}, worse on {worse} (seed, task) pairs; sign test p = {min(1.0, p):.3f}"
 
 
 def val_eval(policy, val_dir: Path, sandbox: Sandbox, seed: int, samples: int = 4) -> dict[str, float]:
@@ -331,11 +349,13 @@ def main() -> None:
     print(f"\nshell learning benchmark: {args.seeds} seed(s), {args.epochs} epochs x {args.tasks_per_epoch} tasks "
           f"x group {args.group_size}, {args.count} generated tasks")
     print_table(rows, minutes)
-    for line in paired_lines(by_task):
+    groups = holdout_groups(tasks_dir)
+    for line in paired_lines(by_task, groups):
         print(line)
     suffix = args.configs.replace(",", "_").replace("+", "-")
     seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
-    results = {"rows": rows, "train_minutes": minutes, "by_task": by_task, "args": vars(args)}
+    results = {"rows": rows, "train_minutes": minutes, "by_task": by_task, "holdout_groups": groups,
+               "args": vars(args)}
     (args.out / f"results-{suffix}-{seeds}.json").write_text(json.dumps(results, indent=2, default=str))
 
 
@@ -357,9 +377,11 @@ def merge(files: list[Path]) -> None:
     rows: dict[str, dict[str, list[float]]] = {}
     minutes: dict[str, list[float]] = {}
     by_task: dict[str, dict[str, dict[str, int]]] = {}
+    groups: dict[str, str] = {}
     seeds: set[int] = set()
     for file in files:
         data = json.loads(file.read_text())
+        groups.update(data.get("holdout_groups") or _stored_groups(data["args"]))
         seeds.update(range(int(data["args"]["first_seed"]), int(data["args"]["first_seed"]) + int(data["args"]["seeds"])))
         for name, scores in data.get("rows", {}).items():
             for key, values in scores.items():
@@ -371,8 +393,15 @@ def merge(files: list[Path]) -> None:
     print(f"shell learning benchmark, merged: seeds {sorted(seeds)} from {len(files)} file(s)")
     if rows:
         print_table(rows, minutes)
-    for line in paired_lines(by_task):
+    for line in paired_lines(by_task, groups):
         print(line)
+
+
+def _stored_groups(args: dict) -> dict[str, str]:
+    """The holdout groups of a results file written before it recorded them: from the task set its run
+    named (--tasks, or OUT/tasks), when that directory is still there."""
+    tasks_dir = Path(args["tasks"]) if args.get("tasks") else Path(args["out"]) / "tasks"
+    return holdout_groups(tasks_dir) if tasks_dir.is_dir() else {}
 
 
 def rescore(args: argparse.Namespace, tasks_dir: Path, names: list[str]) -> None:

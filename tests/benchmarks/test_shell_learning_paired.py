@@ -31,6 +31,17 @@ def test_a_one_sided_sweep_is_significant_and_ties_print_p_one(bench) -> None:
     assert "p = 1.000" in bench.paired_lines(tie)[0]
 
 
+def test_with_holdout_groups_each_group_gets_its_own_count(bench) -> None:
+    by_task = {"distillation + RL": {"0": {"r1": 1, "r2": 1, "m1": 0, "m2": 1}, "1": {"r1": 1, "m1": 1}},
+               "distillation only": {"0": {"r1": 0, "r2": 1, "m1": 1, "m2": 0}, "1": {"r1": 0, "m1": 1}}}
+    groups = {"r1": "unseen_repos", "r2": "unseen_repos", "m1": "unseen_mutants", "m2": "unseen_mutants"}
+    overall, repos, mutants = bench.paired_lines(by_task, groups)
+    assert "better on 3, worse on 1" in overall
+    assert repos.startswith("  unseen repos: better on 2, worse on 0")  # 0:r1 and 1:r1
+    assert mutants.startswith("  unseen mutants: better on 1, worse on 1")  # 0:m2 and 0:m1
+    assert len(bench.paired_lines(by_task, {"r1": "unseen_repos"})) == 2  # a group with no task prints nothing
+
+
 def test_every_configuration_has_a_short_name_and_its_own_run_directory(bench) -> None:
     assert sorted(bench.SHORT.values()) == sorted(bench.CONFIGS)
     names = {bench.run_name(0, name, config) for name, config in bench.CONFIGS.items()}
