@@ -1,14 +1,23 @@
-"""The epoch count a `shell train` run stores: a resume that asks for more stores the larger count."""
+"""The epoch count a `shell train` run stores: each command that asks for another count stores it."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, open_training
+from aios_rl.campaign.train import TRAIN_CONFIG_KEY, ShellTrainConfig, ShellTraining, open_training
+from aios_rl.control.plane import ControlPlane
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
+
+
+def stored(run: Path) -> dict:
+    plane = ControlPlane(run, writer=False)
+    try:
+        return plane.store.get_meta(TRAIN_CONFIG_KEY)
+    finally:
+        plane.close()
 
 
 def stored_epochs(run: Path) -> int:
@@ -19,7 +28,7 @@ def stored_epochs(run: Path) -> int:
         training.close()
 
 
-def test_a_continued_run_targets_the_most_epochs_any_command_asked_for(tmp_path: Path) -> None:
+def test_a_continued_run_targets_the_epoch_count_asked_for_last(tmp_path: Path) -> None:
     make_task(tmp_path)
     tasks, run = tmp_path / "tasks", tmp_path / "run"
     config = ShellTrainConfig(epochs=2, warm_start_epochs=0, teacher="none")
@@ -27,10 +36,27 @@ def test_a_continued_run_targets_the_most_epochs_any_command_asked_for(tmp_path:
     assert stored_epochs(run) == 2
     ShellTraining(run, tasks, config.model_copy(update={"epochs": 5})).close()
     assert stored_epochs(run) == 5
-    fewer = ShellTraining(run, tasks, config.model_copy(update={"epochs": 3}))
-    assert fewer.config.epochs == 3  # this command's own target ...
-    fewer.close()
-    assert stored_epochs(run) == 5  # ... which does not take back the epochs asked for before
-    asked = open_training(run, epochs=7)
-    asked.close()
+    ShellTraining(run, tasks, config.model_copy(update={"epochs": 3})).close()
+    assert stored_epochs(run) == 3  # a count asked for by mistake is taken back by asking again
+    open_training(run, epochs=7).close()
     assert stored_epochs(run) == 7
+
+
+def test_a_run_stored_by_an_older_version_resumes_again_after_its_count_changed(
+    tmp_path: Path, edit_stored_config
+) -> None:
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none")
+    ShellTraining(run, tasks, config).close()
+
+    def as_before(settings: dict) -> None:  # as a run stored before frontier sampling and demonstration replay
+        del settings["task_sampling"], settings["demo_replay"]
+
+    edit_stored_config(run, as_before)
+    for epochs in (2, 3):  # the same command twice: the second must not see the first's filled-in settings
+        resumed = ShellTraining(run, tasks, config.model_copy(update={"epochs": epochs}))
+        assert (resumed.config.task_sampling, resumed.config.demo_replay) == ("uniform", False)
+        resumed.close()
+    settings = stored(run)
+    assert settings["epochs"] == 3 and "task_sampling" not in settings and "demo_replay" not in settings

@@ -102,7 +102,7 @@ def test_train_resumes_a_finished_run_with_more_epochs(trained: tuple[Path, Path
     out = json.loads(aios("shell", "train", "--run", str(run), "--epochs", "3", "--json").stdout)
     assert [r["phase"] for r in metrics(run)] == ["warm_start", "rl", "rl", "rl"] and out["epochs"] == 3
     assert [r["epoch"] for r in out["epochs_run"]] == [3]
-    again = json.loads(aios("shell", "train", "--run", str(run), "--json").stdout)  # the stored count is now 3
+    again = json.loads(aios("shell", "train", "--run", str(run), "--json").stdout)  # the count asked for last
     assert again["epochs"] == 3 and again["epochs_run"] == []
     reseeded = aios("shell", "train", "--run", str(run), "--epochs", "4", "--seed", "2", check=False)
     said = " ".join(reseeded.stderr.replace("│", " ").split())  # the error box wraps its lines

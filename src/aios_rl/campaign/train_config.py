@@ -3,6 +3,7 @@ after a run was stored take the value it ran with, and defaults that changed kee
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -178,16 +179,17 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
     """The configuration a run trains with: ``config`` stored on its first start; on a resume the stored one
     (with ``config``'s epochs), read as the same command would have asked for it when it was stored.
 
-    A resume that asks for more epochs than the run stored stores the larger count, so a later
-    ``shell train --run RUN`` without ``--epochs`` continues to the most epochs any command asked for.
+    A resume that asks for another epoch count stores it (the rest of the stored configuration as it was),
+    so a later ``shell train --run RUN`` without ``--epochs`` continues to the count asked for last.
 
     Raises:
         ConfigError: ``config`` differs from the stored configuration in more than its epochs.
     """
-    stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
-    if stored is None:
+    raw = plane.store.get_meta(TRAIN_CONFIG_KEY)
+    if raw is None:
         plane.store.set_meta(TRAIN_CONFIG_KEY, config.model_dump(mode="json"))
         return config
+    stored = copy.deepcopy(raw)  # filled in below; what the run stored stays as stored
     asked, today = config, ShellTrainConfig()
     for path, value in LEGACY_SETTINGS.items():
         fields = _stored_section(stored, path)
@@ -203,6 +205,6 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
     resolved = ShellTrainConfig.model_validate(stored).model_copy(update={"epochs": config.epochs})
     if resolved != asked:
         raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
-    if config.epochs > stored["epochs"]:
-        plane.store.set_meta(TRAIN_CONFIG_KEY, stored | {"epochs": config.epochs})
+    if raw.get("epochs") != config.epochs:
+        plane.store.set_meta(TRAIN_CONFIG_KEY, raw | {"epochs": config.epochs})
     return resolved

@@ -20,8 +20,8 @@ def train(
     ),
     run: Path = RunOption,
     epochs: int = typer.Option(
-        5, "--epochs", help="Update epochs in all (a run continued without --tasks or --epochs: the most "
-        "any command of the run asked for)."
+        5, "--epochs", help="Update epochs in all (a run continued without --tasks or --epochs: the count "
+        "its last command asked for)."
     ),
     student: str = typer.Option("compact", "--student", help="compact | causal-lm"),
     model: str | None = typer.Option(None, "--model", help="causal-lm: local model directory (never downloaded)."),
