@@ -31,6 +31,7 @@ import json
 import random
 import shutil
 import statistics
+import sys
 from pathlib import Path
 
 import torch
@@ -128,28 +129,29 @@ PAIRED = [
 GROUP_LABELS = {"unseen_repos": "unseen repos", "unseen_mutants": "unseen mutants"}
 
 
-def paired_lines(by_task: dict[str, dict[str, dict[str, int]]], groups: dict[str, str] | None = None) -> list[str]:
+def paired_lines(by_task: dict[str, dict[str, dict[str, int]]],
+                 groups: dict[str, str] | None = None) -> list[str]:
     """For each pair in PAIRED present on common seeds: the (seed, task) pairs one solves and the other does
     not, and the two-sided exact sign test over them (as the control plane's verdicts). With ``groups`` (task
     id -> holdout group), an indented line per group follows each pair's line."""
+    groups = groups or {}
     lines = []
     for a, b in PAIRED:
         seeds = sorted(set(by_task.get(a, {})) & set(by_task.get(b, {})), key=int)
         if not seeds:
             continue
-        pairs = [(won, other) for seed in seeds for task, won in by_task[a][seed].items()
+        pairs = [(task, won, other) for seed in seeds for task, won in by_task[a][seed].items()
                  if (other := by_task[b][seed].get(task)) is not None]
         lines.append(f"{a} vs {b}: seeds {','.join(seeds)}: {_sign_test(pairs)}")
         for group, label in GROUP_LABELS.items():
-            within = [(won, other) for seed in seeds for task, won in by_task[a][seed].items()
-                      if (groups or {}).get(task) == group and (other := by_task[b][seed].get(task)) is not None]
+            within = [pair for pair in pairs if groups.get(pair[0]) == group]
             if within:
                 lines.append(f"  {label}: {_sign_test(within)}")
     return lines
 
 
-def _sign_test(pairs: list[tuple[int, int]]) -> str:
-    better, worse = sum(a > b for a, b in pairs), sum(a < b for a, b in pairs)
+def _sign_test(pairs: list[tuple[str, int, int]]) -> str:
+    better, worse = sum(a > b for _, a, b in pairs), sum(a < b for _, a, b in pairs)
     p = binomtest(better, better + worse, 0.5).pvalue if better + worse else 1.0
     return f"better on {better}, worse on {worse} (seed, task) pairs; sign test p = {min(1.0, p):.3f}"
 
@@ -381,7 +383,11 @@ def merge(files: list[Path]) -> None:
     seeds: set[int] = set()
     for file in files:
         data = json.loads(file.read_text())
-        groups.update(data.get("holdout_groups") or _stored_groups(data["args"]))
+        found = data.get("holdout_groups") or _stored_groups(data["args"])
+        if not found:
+            print(f"{file}: its holdout groups are unknown (no holdout_groups, and the task set it names is "
+                  "gone): its pairs count only in the lines over all tasks", file=sys.stderr)
+        groups.update(found)
         seeds.update(range(int(data["args"]["first_seed"]), int(data["args"]["first_seed"]) + int(data["args"]["seeds"])))
         for name, scores in data.get("rows", {}).items():
             for key, values in scores.items():
@@ -424,8 +430,8 @@ def rescore(args: argparse.Namespace, tasks_dir: Path, names: list[str]) -> None
             print(f"seed {seed} {name}: {rate:.3f}", flush=True)
     suffix = args.configs.replace(",", "_").replace("+", "-")
     seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
-    (args.out / f"by-task-{suffix}-{seeds}.json").write_text(json.dumps({"by_task": by_task, "args": vars(args)},
-                                                               indent=2, default=str))
+    rescored = {"by_task": by_task, "holdout_groups": holdout_groups(tasks_dir), "args": vars(args)}
+    (args.out / f"by-task-{suffix}-{seeds}.json").write_text(json.dumps(rescored, indent=2, default=str))
 
 
 def run_name(seed: int, name: str, config: dict) -> str:

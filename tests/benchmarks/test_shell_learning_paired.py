@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from scipy.stats import binomtest
 
@@ -39,7 +41,7 @@ def test_with_holdout_groups_each_group_gets_its_own_count(bench) -> None:
     assert "better on 3, worse on 1" in overall
     assert repos.startswith("  unseen repos: better on 2, worse on 0")  # 0:r1 and 1:r1
     assert mutants.startswith("  unseen mutants: better on 1, worse on 1")  # 0:m2 and 0:m1
-    assert len(bench.paired_lines(by_task, {"r1": "unseen_repos"})) == 2  # a group with no task prints nothing
+    assert len(bench.paired_lines(by_task, {"r1": "unseen_repos"})) == 2  # no line for a group without tasks
 
 
 def test_every_configuration_has_a_short_name_and_its_own_run_directory(bench) -> None:
@@ -50,3 +52,25 @@ def test_every_configuration_has_a_short_name_and_its_own_run_directory(bench) -
     base = bench.run_name(0, bench.REDISTILLED_FROM, bench.CONFIGS[bench.REDISTILLED_FROM])
     name = "distillation + RL, redistilled"
     assert bench.run_name(0, name, bench.CONFIGS[name]) == base + "-redistill"
+
+
+def test_merge_reads_the_groups_of_an_older_file_from_its_task_set(bench, tmp_path, capsys) -> None:
+    # a results file written before holdout_groups: its run named a task set that still exists
+    tasks = tmp_path / "tasks"
+    bench.generate_benchmark(tasks, bench.GeneratorConfig(count=6, seed=3))
+    groups = bench.holdout_groups(tasks)
+    assert groups and set(groups.values()) <= {"unseen_repos", "unseen_mutants"}
+    by_task = {"distillation + RL": {"0": {task: 1 for task in groups}},
+               "distillation only": {"0": {task: 0 for task in groups}}}
+    older = {"rows": {}, "by_task": by_task, "args": {"first_seed": 0, "seeds": 1, "tasks": str(tasks)}}
+    (tmp_path / "old.json").write_text(json.dumps(older))
+    bench.merge([tmp_path / "old.json"])
+    out = capsys.readouterr().out
+    for group, label in bench.GROUP_LABELS.items():
+        count = sum(g == group for g in groups.values())
+        assert (f"  {label}: better on {count}, worse on 0" in out) == (count > 0)
+    gone = older | {"args": older["args"] | {"tasks": str(tmp_path / "no-such-tasks")}}
+    (tmp_path / "gone.json").write_text(json.dumps(gone))
+    bench.merge([tmp_path / "gone.json"])
+    captured = capsys.readouterr()
+    assert "holdout groups are unknown" in captured.err and "  unseen" not in captured.out

@@ -50,7 +50,7 @@ def test_a_run_stored_by_an_older_version_resumes_again_after_its_count_changed(
     config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none")
     ShellTraining(run, tasks, config).close()
 
-    def as_before(settings: dict) -> None:  # as a run stored before frontier sampling and demonstration replay
+    def as_before(settings: dict) -> None:  # stored before frontier sampling and demonstration replay existed
         del settings["task_sampling"], settings["demo_replay"]
 
     edit_stored_config(run, as_before)

@@ -28,12 +28,13 @@ _DISTURBED = "recursion depth mismatch"
 
 
 def parse(source: str) -> ast.Module:
-    """``ast.parse(source)``, never at the same time as another thread's (SyntaxError as usual)."""
+    """``ast.parse(source)``, never at the same time as another of ours (SyntaxError as usual), parsed again
+    up to ``RETRIES`` times when an unlocked parse disturbs it."""
     with _LOCK:
-        for _ in range(RETRIES):
+        for attempt in range(RETRIES + 1):
             try:
                 return ast.parse(source)
             except SystemError as exc:
-                if _DISTURBED not in str(exc):
+                if _DISTURBED not in str(exc) or attempt == RETRIES:
                     raise
-        return ast.parse(source)
+    raise AssertionError("unreachable: the last attempt returns or raises")
