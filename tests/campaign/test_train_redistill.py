@@ -223,10 +223,21 @@ def test_redistill_needs_finished_epochs_and_a_verified_unlabelled_fix(rl_run, t
     run, tasks, config = rl_run
     early = ShellTraining(tmp_path / "early", tasks, config.model_copy(update={"epochs": 2, "init_from": str(run)}))
     try:
-        with pytest.raises(ConfigError, match="0 of its 2 epochs"):
+        with pytest.raises(ConfigError, match="0 of its 2 epochs") as info:
             early.redistill()
+        assert "--epochs 0" not in str(info.value)  # no epoch done: nothing to end the run at
     finally:
         early.close()
+    unfinished = open_training(_copy(run, tmp_path), epochs=2)  # its 1 epoch done, 2 asked for
+    with pytest.raises(ConfigError, match="1 of its 2 epochs") as info:
+        unfinished.redistill()
+    unfinished.close()
+    assert f"`aios-rl shell train --run {unfinished.plane.run_dir} --epochs 1`" in str(info.value)
+    ended = open_training(unfinished.plane.run_dir, epochs=1)  # as the message says, then redistil
+    try:
+        assert ended.redistill() is not None
+    finally:
+        ended.close()
     labelled_only = tmp_path / "labelled"
     make_task(labelled_only, task_id="calc-1")
     no_rl = config.model_copy(update={"rl": False, "warm_start_epochs": 2, "redistill_passes": 0})

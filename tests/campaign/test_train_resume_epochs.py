@@ -5,8 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from aios_rl.campaign.train import TRAIN_CONFIG_KEY, ShellTrainConfig, ShellTraining, open_training
+from aios_rl.contracts.errors import StorageError
 from aios_rl.control.plane import ControlPlane
+from aios_rl.storage.checkpoints import TENSORS_FILE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -60,3 +64,15 @@ def test_a_run_stored_by_an_older_version_resumes_again_after_its_count_changed(
         resumed.close()
     settings = stored(run)
     assert settings["epochs"] == 3 and "task_sampling" not in settings and "demo_replay" not in settings
+
+
+def test_a_resume_whose_set_up_fails_leaves_the_stored_count(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    config = ShellTrainConfig(epochs=2, warm_start_epochs=0, teacher="none")
+    ShellTraining(run, tasks, config).close()
+    tensors = next(run.rglob(TENSORS_FILE))  # the initial checkpoint's weights, now unreadable
+    tensors.write_bytes(tensors.read_bytes()[:-8])
+    with pytest.raises(StorageError, match="sha256 mismatch"):
+        ShellTraining(run, tasks, config.model_copy(update={"epochs": 5}))
+    assert stored(run)["epochs"] == 2

@@ -32,7 +32,12 @@ from aios_rl.campaign.metrics import EPOCH_PHASES, append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
 from aios_rl.campaign.students import make_student, restore_student
 from aios_rl.campaign.task_sampling import frontier_tasks, visit_counts
-from aios_rl.campaign.train_config import TRAIN_CONFIG_KEY, ShellTrainConfig, resolve_stored_config
+from aios_rl.campaign.train_config import (
+    TRAIN_CONFIG_KEY,
+    ShellTrainConfig,
+    resolve_stored_config,
+    store_epochs,
+)
 from aios_rl.campaign.validation import ValidationGate, validation_split
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task
 from aios_rl.contracts.errors import ConfigError, StorageError
@@ -229,6 +234,7 @@ class ShellTraining:
         self.policy, self.trainer = self._student(start)
         self.gate = ValidationGate(self.plane, self.config.validation, self.val_tasks, self.make_env,
                                    workers=self.config.workers) if self.val_tasks else None
+        store_epochs(self.plane, self.config.epochs)  # only now: a failed set-up leaves the count as it was
 
     def make_env(self) -> Env:
         return ShellBugfixEnv(self.config.env, sandbox=self.sandbox)
@@ -333,8 +339,12 @@ class ShellTraining:
             raise ConfigError(f"redistillation needs at least one pass, got {passes}")
         done = self.epochs_done()
         if done < self.config.epochs:
-            raise ConfigError(f"{self.plane.run_dir} has trained {done} of its {self.config.epochs} epochs; "
-                              "finish them (`aios-rl shell train`) before redistilling")
+            run = self.plane.run_dir
+            end_here = ""
+            if done:  # at least one epoch to end the run at
+                end_here = f", or end the run at {done} (`aios-rl shell train --run {run} --epochs {done}`)"
+            raise ConfigError(f"{run} has trained {done} of its {self.config.epochs} epochs; finish them "
+                              f"(`aios-rl shell train --run {run}`){end_here} before redistilling")
         started = time.perf_counter()
         record = resumed = self._unfinished(done, phase="redistill")
         if record is None:

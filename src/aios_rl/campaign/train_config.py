@@ -179,8 +179,7 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
     """The configuration a run trains with: ``config`` stored on its first start; on a resume the stored one
     (with ``config``'s epochs), read as the same command would have asked for it when it was stored.
 
-    A resume that asks for another epoch count stores it (the rest of the stored configuration as it was),
-    so a later ``shell train --run RUN`` without ``--epochs`` continues to the count asked for last.
+    A resume's epoch count is not stored here: :func:`store_epochs` does that once the run is set up.
 
     Raises:
         ConfigError: ``config`` differs from the stored configuration in more than its epochs.
@@ -205,6 +204,13 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
     resolved = ShellTrainConfig.model_validate(stored).model_copy(update={"epochs": config.epochs})
     if resolved != asked:
         raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
-    if raw.get("epochs") != config.epochs:
-        plane.store.set_meta(TRAIN_CONFIG_KEY, raw | {"epochs": config.epochs})
     return resolved
+
+
+def store_epochs(plane: ControlPlane, epochs: int) -> None:
+    """Store the epoch count a resume asked for (the rest of the stored configuration as it was), so a later
+    ``shell train --run RUN`` without ``--epochs`` continues to the count asked for last. Called once the run
+    is set up, so a command that fails before that (a teacher or student error) leaves the count unchanged."""
+    raw = plane.store.get_meta(TRAIN_CONFIG_KEY)
+    if raw is not None and raw.get("epochs") != epochs:
+        plane.store.set_meta(TRAIN_CONFIG_KEY, raw | {"epochs": epochs})
