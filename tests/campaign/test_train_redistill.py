@@ -228,14 +228,17 @@ def test_redistill_needs_finished_epochs_and_a_verified_unlabelled_fix(rl_run, t
         assert "--epochs 0" not in str(info.value)  # no epoch done: nothing to end the run at
     finally:
         early.close()
-    unfinished = open_training(_copy(run, tmp_path), epochs=2)  # its 1 epoch done, 2 asked for
-    with pytest.raises(ConfigError, match="1 of its 2 epochs") as info:
-        unfinished.redistill()
-    unfinished.close()
-    assert f"`aios-rl shell train --run {unfinished.plane.run_dir} --epochs 1`" in str(info.value)
-    ended = open_training(unfinished.plane.run_dir, epochs=1)  # as the message says, then redistil
+    copy = _copy(run, tmp_path)
+    unfinished = open_training(copy, epochs=2)  # its 1 epoch done, 2 asked for
     try:
-        assert ended.redistill() is not None
+        with pytest.raises(ConfigError, match="1 of its 2 epochs") as info:
+            unfinished.redistill()
+    finally:
+        unfinished.close()
+    assert f"`aios-rl shell train --run {copy} --epochs 1`" in str(info.value)
+    ended = open_training(copy, epochs=1)  # as the message says, then redistil (one pass is enough here)
+    try:
+        assert ended.redistill(1) is not None
     finally:
         ended.close()
     labelled_only = tmp_path / "labelled"

@@ -1,4 +1,5 @@
-"""The epoch count a `shell train` run stores: each command that asks for another count stores it."""
+"""The epoch count a `shell train` run stores: each command that asks for another count and gets through
+set-up stores it."""
 
 from __future__ import annotations
 
