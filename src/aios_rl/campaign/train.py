@@ -214,27 +214,34 @@ class ShellTraining:
                 raise ConfigError(f"init_from: {start[1]} was trained on {len(seen)} of this run's validation "
                                   f"task(s) (e.g. {seen[0]}); validate on tasks it never saw (--val-tasks DIR)")
         self.plane = ControlPlane(run_dir, config.control if new_run else None)
-        self.config = resolve_stored_config(self.plane, config)
-        self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
-        self.tasks, self.val_tasks = split or validation_split(self.config.validation, train_tasks, self.config.seed)
-        self.teacher = build_teacher(self.config, run_dir)
-        # Demonstrations (warm start, replay) are the oracle's ground truth: only when it is the first teacher.
-        self.oracle_first = teacher_backends(self.config.teacher)[:1] == ["oracle"]
-        self.labelled = labelled_tasks(self.config.teacher, self.tasks)
-        self._demos: DistillBatch | None = None
-        self.monitor = DisagreementMonitor(self.config.monitor)
-        self.metrics_path = run_dir / "metrics.jsonl"
-        self.budget = Budget()
-        # The allocator lives as long as the run; its state resumes from the store.
-        self.collector = RolloutCollector(self.plane, self.config.allocator_name(), self.config.allocation,
-                                          rollout_budget=self.config.rollout_budget)
-        self.sandbox = Sandbox(self.config.env.sandbox)  # one sandbox shared by every environment worker
-        torch.set_num_threads(self.config.torch_threads)
-        torch.manual_seed(self.config.seed)
-        self.policy, self.trainer = self._student(start)
-        self.gate = ValidationGate(self.plane, self.config.validation, self.val_tasks, self.make_env,
-                                   workers=self.config.workers) if self.val_tasks else None
-        store_epochs(self.plane, self.config.epochs)  # only now: a failed set-up leaves the count as it was
+        try:
+            self.config = resolve_stored_config(self.plane, config)
+            self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
+            self.tasks, self.val_tasks = split or validation_split(self.config.validation, train_tasks,
+                                                                   self.config.seed)
+            self.teacher = build_teacher(self.config, run_dir)
+            # Demonstrations (warm start, replay) are the oracle's ground truth: only when it is the first
+            # teacher.
+            self.oracle_first = teacher_backends(self.config.teacher)[:1] == ["oracle"]
+            self.labelled = labelled_tasks(self.config.teacher, self.tasks)
+            self._demos: DistillBatch | None = None
+            self.monitor = DisagreementMonitor(self.config.monitor)
+            self.metrics_path = run_dir / "metrics.jsonl"
+            self.budget = Budget()
+            # The allocator lives as long as the run; its state resumes from the store.
+            allocator = self.config.allocator_name()
+            self.collector = RolloutCollector(self.plane, allocator, self.config.allocation,
+                                              rollout_budget=self.config.rollout_budget)
+            self.sandbox = Sandbox(self.config.env.sandbox)  # one sandbox shared by every environment worker
+            torch.set_num_threads(self.config.torch_threads)
+            torch.manual_seed(self.config.seed)
+            self.policy, self.trainer = self._student(start)
+            self.gate = ValidationGate(self.plane, self.config.validation, self.val_tasks, self.make_env,
+                                       workers=self.config.workers) if self.val_tasks else None
+            store_epochs(self.plane, self.config.epochs)  # only now: a failed set-up leaves the count
+        except BaseException:
+            self.plane.close()  # a failed set-up leaves no open store behind
+            raise
 
     def make_env(self) -> Env:
         return ShellBugfixEnv(self.config.env, sandbox=self.sandbox)
