@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -270,6 +271,14 @@ def test_lora_gradients_reach_adapters_not_base(model_dir: Path) -> None:
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in lora_b)
     assert all(not p.requires_grad and p.grad is None for p in base)
     assert s.value_head.weight.grad is not None and s.value_head.weight.grad.abs().sum() > 0
+
+
+def test_lora_wrap_shows_no_library_deprecation(model_dir: Path) -> None:
+    # peft reads transformers' deprecated `is_gradient_checkpointing`; the user cannot act on that warning.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        student(model_dir, lora=True)
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
 
 
 def test_optimizer_steps_raise_target_candidate(model_dir: Path) -> None:

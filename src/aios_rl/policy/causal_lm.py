@@ -25,6 +25,7 @@ importance ratio would otherwise carry dropout noise.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Hashable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -618,7 +619,10 @@ class CausalLMStudent:
             task_type="CAUSAL_LM",
         )
         # peft draws the A matrices from torch's global RNG: seed it locally for reproducible adapters.
-        with torch.random.fork_rng(devices=[]):
+        # peft itself reads transformers' deprecated `is_gradient_checkpointing` (a FutureWarning the user
+        # can do nothing about); that one warning is silenced here, every other one still shows.
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
             torch.manual_seed(self.config.seed)
             try:
                 return get_peft_model(model, lora)
