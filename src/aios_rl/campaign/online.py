@@ -331,9 +331,12 @@ class OnlineCampaign:
             "comparison": None,
         }
         event_id = slot_event_id(self.campaign_id, k)
-        if monitoring and admitted and ref_episode is not None and reference is not None:
+        if monitoring and ref_episode is not None and reference is not None:
+            # A rejected episode is compared too: an update whose episodes stop verifying (retried, then
+            # comparison_failed) or act only invalidly (worse than a reference that fixes) must feed the
+            # streak. It is stored unadmitted: never counted as monitored, never in a replay lane.
             episode, ref_episode = self._compare(task, seed, episode, ref_episode, active, reference)
-            self.plane.record_comparison(episode, admitted=True, reference=ref_episode, event_id=event_id)
+            self.plane.record_comparison(episode, admitted=admitted, reference=ref_episode, event_id=event_id)
             comparison = episode.comparison
             info["comparison"] = (comparison.relative_outcome or comparison.status) if comparison else None
         else:

@@ -100,14 +100,14 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
                 relative_outcome=p.get("relative_outcome"),
             )
             led = ledger.record_comparison(led, result)
-            if p.get("admitted", True):
+            if p.get("admitted", True):  # a rejected episode feeds the streak only: no trainable lane
                 led = ledger.admit(led, p["episode_id"], config.ledger)
-            lane = replay.route(
-                boundary=bool(p.get("boundary", False)),
-                relative_outcome=result.relative_outcome,
-                comparison_status=result.status,
-            )
-            pool = pool.add(_entry(p, lane, led), config.replay)
+                lane = replay.route(
+                    boundary=bool(p.get("boundary", False)),
+                    relative_outcome=result.relative_outcome,
+                    comparison_status=result.status,
+                )
+                pool = pool.add(_entry(p, lane, led), config.replay)
         case "epoch.closed":
             decision = p["decision"]
             led = ledger.close(led, decision, config.ledger)

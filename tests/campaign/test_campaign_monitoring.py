@@ -1,0 +1,96 @@
+"""Monitoring compares every slot's episode with its matched reference run, admitted or not: an update whose
+episodes are rejected (every action invalid, or verification never completing) still feeds the degradation
+streak and is rolled back, while the rejected episodes stay out of the monitored count and the replay lanes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from aios_rl.campaign.online import OnlineCampaign
+from aios_rl.campaign.online_config import CampaignConfig
+from aios_rl.contracts.episode import Episode, Observation, Step, Task, Verification
+from aios_rl.control.events import ControlConfig
+from aios_rl.control.ledger import LedgerConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+from test_env import make_task  # noqa: E402
+
+
+def episode(task: Task, checkpoint: str, episode_id: str, *, kind: str) -> Episode:
+    """``fixed`` (the reference's run), ``invalid`` (every action invalid, tests still failing) or ``blocked``."""
+    step = Step(
+        observation=Observation(text="o", candidates=["a"]),
+        action="a",
+        logprob=0.0,
+        entropy=0.0,
+        terminated=True,
+        info={"invalid_action": kind == "invalid"},
+    )
+    if kind == "blocked":
+        verification = Verification(completed=False, outcome="blocked", evidence={"error": "sandbox died"})
+    else:
+        fixed = kind == "fixed"
+        verification = Verification(
+            completed=True,
+            outcome="success" if fixed else "failure",
+            evidence={"target_unresolved": 0 if fixed else 1, "new_failures": 0},
+        )
+    return Episode(
+        episode_id=episode_id,
+        environment="shell",
+        task_id=task.task_id,
+        trajectory=[] if kind == "blocked" else [step],
+        outcome=verification.outcome,
+        reward=1.0 if kind == "fixed" else -1.0,
+        env_reward=1.0 if kind == "fixed" else -1.0,
+        policy_version=checkpoint,
+        verification=verification,
+    )
+
+
+@pytest.fixture()
+def monitoring(tmp_path: Path):
+    """A campaign whose first update (c1) has just completed, with c0 as its pre-update reference."""
+    make_task(tmp_path)
+    control = ControlConfig(ledger=LedgerConfig(batch_size=1))
+    campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", CampaignConfig(teacher="none", control=control))
+    plane, task = campaign.plane, campaign.tasks[0]
+    plane.save_checkpoint("c0", {"w": torch.zeros(2)}, {})
+    plane.initialize("c0")
+    plane.open_epoch()
+    plane.record_episode(episode(task, "c0", "batch-0", kind="fixed"), admitted=True, lane="neutral")
+    plane.save_checkpoint("c1", {"w": torch.ones(2)}, {}, parent="c0")
+    plane.complete_update("c1")
+    campaign.policy = lambda checkpoint: None  # the episodes below are made, not run
+    yield campaign
+    campaign.plane.close()
+
+
+@pytest.mark.parametrize(("kind", "status", "outcome"), [("invalid", "completed", "worse"),
+                                                         ("blocked", "comparison_failed", None)])
+def test_rejected_episodes_of_a_bad_update_still_roll_it_back(
+    monitoring: OnlineCampaign, kind: str, status: str, outcome: str | None
+) -> None:
+    calls: list[str] = []
+
+    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str) -> Episode:
+        calls.append(checkpoint)
+        return episode(task, checkpoint, episode_id, kind="fixed" if checkpoint == "c0" else kind)
+
+    monitoring._episode = run  # type: ignore[method-assign]
+    plane = monitoring.plane
+    for k in range(1, 4):
+        monitoring._run_slot(k)
+    epoch = plane.state.ledger.open_epoch
+    assert [(r.status, r.relative_outcome) for r in epoch.results] == [(status, outcome)] * 3
+    assert epoch.streak == 3 and plane.pending_decision() == "rollback"
+    # a blocked candidate is retried once before its comparison fails; an invalid one is compared as it is
+    assert calls.count("c1") == (6 if kind == "blocked" else 3)
+    assert epoch.monitored == [] and len(plane.state.replay.entries) == 1  # only the batch episode
+    stored = plane.store.episode_bodies([r.episode_id for r in epoch.results])
+    assert len(stored) == 3
+    assert plane.replay_from_scratch() == plane.state
