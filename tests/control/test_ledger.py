@@ -158,6 +158,20 @@ def test_replay_only_reopens_monitoring_keeping_streak() -> None:
         assert after.current.results == [] and after.current.streak == 2
 
 
+@pytest.mark.parametrize("decision", ["failed_comparisons", "insufficient_coverage"])
+def test_reopened_windows_count_toward_the_limit(decision: str) -> None:
+    # A window like [better, same, same, failed] never reaches the streak and never promotes; it must still end.
+    state = with_results(["better", "same", "same", "failed"])
+    for window in range(1, CFG.max_monitor_windows):
+        state = ledger.close(state, decision, CFG)
+        assert state.current.phase == "monitoring" and state.current.windows == window
+        for i, outcome in enumerate(["better", "same", "same", "failed"]):
+            state = ledger.record_comparison(state, result(10 * window + i, outcome))
+        assert ledger.decide_close(state.current, CFG) == "failed_comparisons"
+    state = ledger.close(state, decision, CFG)
+    assert state.current.phase == "closed" and state.current.close_reason == "no_improvement"
+
+
 def test_keep_monitoring_windows_then_no_improvement() -> None:
     state = with_results(["same"] * 4)
     for window in range(1, CFG.max_monitor_windows):

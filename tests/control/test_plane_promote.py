@@ -34,3 +34,45 @@ def test_promotion_moves_last_stable_ends_the_rollback_streak_and_is_refused_ins
         assert plane.state.lineage.last_stable == "ckpt-2"
     finally:
         plane.close()
+
+
+def test_an_epoch_closed_without_rollback_breaks_the_row_of_rollbacks(tmp_path: Path) -> None:
+    """Rollback x3, an epoch that closes as no_improvement, then a rollback: no freeze (the row was broken)."""
+    from aios_rl.contracts.episode import Comparison, Episode, Observation, Step
+    from aios_rl.control.ledger import LedgerConfig
+
+    config = ControlConfig(ledger=LedgerConfig(batch_size=1, monitor_window=1, max_monitor_windows=1))
+    plane = ControlPlane(tmp_path / "run", config)
+
+    def episode(version: str, outcome: str | None = None) -> Episode:
+        step = Step(observation=Observation(text="o", candidates=["a"]), action="a", logprob=0.0, entropy=0.0,
+                    terminated=True)
+        comparison = None if outcome is None else Comparison(
+            status="completed", relative_outcome=outcome, candidate_checkpoint=version, reference_checkpoint="c0")
+        return Episode(environment="shell", task_id="t", trajectory=[step], outcome="failure", reward=-1.0,
+                       env_reward=-1.0, policy_version=version, comparison=comparison)
+
+    def epoch(number: int, outcome: str) -> None:
+        plane.open_epoch()
+        plane.record_episode(episode("c0"), admitted=True, lane="neutral")
+        plane.save_checkpoint(f"c{number}", {"w": torch.zeros(1) + number}, {}, parent="c0")
+        plane.complete_update(f"c{number}")
+        for _ in range(3 if outcome == "worse" else 1):
+            plane.record_comparison(episode(f"c{number}", outcome))
+        plane.close_epoch(plane.pending_decision())
+
+    try:
+        plane.save_checkpoint("c0", {"w": torch.zeros(1)}, {})
+        plane.initialize("c0")
+        for number in (1, 2, 3):
+            epoch(number, "worse")
+        assert plane.state.lineage.consecutive_rollbacks == 3
+        epoch(4, "same")
+        assert plane.state.ledger.current.close_reason == "no_improvement"
+        assert plane.state.lineage.consecutive_rollbacks == 0 and plane.state.lineage.last_stable == "c0"
+        epoch(5, "worse")
+        lineage = plane.state.lineage
+        assert lineage.consecutive_rollbacks == 1 and not lineage.frozen and lineage.active == "c4"
+        assert plane.replay_from_scratch() == plane.state
+    finally:
+        plane.close()

@@ -119,6 +119,8 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
                 )
                 for episode_id in p.get("trigger_episodes", []):
                     pool = pool.move(episode_id, "negative", config.replay)
+            elif led.current is not None and led.current.close_reason == "no_improvement":
+                lin = lineage.survive(lin)
         case "lineage.rolled_back":
             lin = lineage.rollback(lin, p.get("reason", "manual"), max_consecutive=config.max_consecutive_rollbacks)
             led = ledger.close_manual(led, "manual_rollback")

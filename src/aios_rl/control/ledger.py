@@ -32,7 +32,10 @@ class LedgerConfig(ConfigModel):
         default=4, ge=1, description="Comparisons after an update before the epoch-close decision is taken."
     )
     max_monitor_windows: int = Field(
-        default=3, ge=1, description="Windows without a decision before the epoch closes without promotion."
+        default=3,
+        ge=1,
+        description="Windows without a promotion or rollback (undecided, failed comparisons or missing "
+        "coverage) before the epoch closes without promotion.",
     )
 
 
@@ -184,10 +187,10 @@ def decide_close(epoch: EpochState, config: LedgerConfig, *, coverage_ok: bool =
 def close(state: LedgerState, decision: CloseDecision, config: LedgerConfig) -> LedgerState:
     """Apply a close decision: close the epoch, reopen it for replay, or start another window."""
     epoch = _require_phase(state, "monitoring")
-    if decision in ("insufficient_coverage", "failed_comparisons"):
-        # Reopen rule replay_only: same pointer pair, a fresh window, the streak carries on.
-        return state.model_copy(update={"current": epoch.model_copy(update={"results": []})})
-    if decision == "keep_monitoring":
+    if decision in ("insufficient_coverage", "failed_comparisons", "keep_monitoring"):
+        # A fresh window with the same pointer pair and the streak carried on (for the first two this is the
+        # reopen rule replay_only). Every window counts toward the limit, so an epoch that keeps failing a
+        # comparison without ever reaching the rollback streak still ends.
         windows = epoch.windows + 1
         if windows < config.max_monitor_windows:
             return state.model_copy(update={"current": epoch.model_copy(update={"results": [], "windows": windows})})

@@ -109,6 +109,12 @@ def promote(state: LineageState, reason: str) -> LineageState:
     )
 
 
+def survive(state: LineageState) -> LineageState:
+    """Epoch closed without promotion and without rollback (``no_improvement``): the row of rollbacks that a
+    freeze counts is broken; the pointers stay as they are."""
+    return state.model_copy(update={"consecutive_rollbacks": 0})
+
+
 def rollback_target(state: LineageState) -> str | None:
     """Where a rollback goes: ``pre_update_ref``, else ``last_stable``; None when that is ``active`` itself."""
     target = state.pre_update_ref or state.last_stable
