@@ -12,6 +12,7 @@ from aios_rl.contracts.errors import ConfigError
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.ledger import LedgerConfig
 from aios_rl.control.plane import ControlPlane
+from aios_rl.storage.db import RunStore
 
 
 class Inner(ConfigModel):
@@ -85,10 +86,15 @@ def test_config_hash_is_stable_and_sensitive() -> None:
     assert LedgerConfig(batch_size=5).config_hash() != LedgerConfig().config_hash()
 
 
-def test_resolved_config_is_stored_with_the_run(tmp_path: Path) -> None:
+def test_resolved_config_is_stored_with_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = load_config(ControlConfig, overrides={"ledger.batch_size": 2, "max_consecutive_rollbacks": 1})
     ControlPlane(tmp_path / "run", cfg).close()
     reopened = ControlPlane(tmp_path / "run")  # no config given: the run's own is used
     assert reopened.config == cfg
+    reopened.close()
+    closed: list[RunStore] = []
+    close = RunStore.close
+    monkeypatch.setattr(RunStore, "close", lambda store: (closed.append(store), close(store))[1])
     with pytest.raises(ConfigError, match="different control config"):
         ControlPlane(tmp_path / "run", ControlConfig())
+    assert len(closed) == 1  # the refused opener closed its store

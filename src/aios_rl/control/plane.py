@@ -48,15 +48,19 @@ class ControlPlane:
     ) -> None:
         self.run_dir = Path(run_dir)
         self.store = RunStore(self.run_dir / "control.db", synchronous=synchronous)
-        self.checkpoints = CheckpointStore(self.run_dir / "checkpoints")
-        if writer:
-            # Leftovers of checkpoint saves a crash cut off; only the single writer may remove them.
-            swept = self.checkpoints.sweep_temp()
-            if swept:
-                log.warning("removed %d partial checkpoint write(s) left by a crash in %s", swept, self.run_dir)
-        self.writer = writer
-        self.config = self._resolve_config(config)
-        self.seq, self.state = self._load()
+        try:
+            self.checkpoints = CheckpointStore(self.run_dir / "checkpoints")
+            if writer:
+                # Leftovers of checkpoint saves a crash cut off; only the single writer may remove them.
+                swept = self.checkpoints.sweep_temp()
+                if swept:
+                    log.warning("removed %d partial checkpoint write(s) left by a crash in %s", swept, self.run_dir)
+            self.writer = writer
+            self.config = self._resolve_config(config)
+            self.seq, self.state = self._load()
+        except BaseException:
+            self.store.close()  # e.g. a changed control config: the refused opener holds no connection open
+            raise
 
     def _resolve_config(self, config: ControlConfig | None) -> ControlConfig:
         stored = self.store.get_meta(CONFIG_KEY)

@@ -89,11 +89,17 @@ class RunStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = connect_wal(self.path)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{self.path}: cannot open run store: {exc}") from None
+        try:
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(f"{self.path}: cannot open run store: {exc}") from None
+        except BaseException as exc:
+            self._conn.close()  # a store that failed to open holds no connection (nor its WAL) open
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise StorageError(f"{self.path}: cannot open run store: {exc}") from None
+            raise
 
     # -- schema ---------------------------------------------------------------------------------------
 
@@ -102,17 +108,23 @@ class RunStore:
         return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
 
     def _migrate(self) -> None:
-        current = self.schema_version
+        self._check_version(self.schema_version)
+        for version in range(self.schema_version, len(MIGRATIONS)):
+            with self.transaction() as conn:
+                # Read again under the write lock: another opener may have migrated while this one waited.
+                if self.schema_version != version:
+                    self._check_version(self.schema_version)
+                    continue
+                conn.executescript_in_tx(MIGRATIONS[version])  # type: ignore[attr-defined]
+                conn.execute(f"PRAGMA user_version={version + 1}")
+            log.info("migrated %s to schema version %d", self.path, version + 1)
+
+    def _check_version(self, current: int) -> None:
         if current > len(MIGRATIONS):
             raise StorageError(
                 f"{self.path}: schema version {current} is newer than this aios-rl ({len(MIGRATIONS)}); "
                 "upgrade aios-rl to open this run"
             )
-        for version in range(current, len(MIGRATIONS)):
-            with self.transaction() as conn:
-                conn.executescript_in_tx(MIGRATIONS[version])  # type: ignore[attr-defined]
-                conn.execute(f"PRAGMA user_version={version + 1}")
-            log.info("migrated %s to schema version %d", self.path, version + 1)
 
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:
