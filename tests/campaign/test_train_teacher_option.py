@@ -38,3 +38,38 @@ def test_gateway_cache_lives_in_the_run_directory(tmp_path) -> None:
     assert isinstance(gateway, TeacherGateway)
     gateway.close()
     assert (tmp_path / "teacher_cache.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "needle"),
+    [
+        ({"rl": False, "warm_start_epochs": 0}, "rl: false"),
+        ({}, "the oracle warm start"),
+        ({"warm_start_epochs": 0, "consolidation_passes": 2}, "consolidation_passes"),
+        ({"warm_start_epochs": 0, "redistill_passes": 5}, "redistill_passes"),
+    ],
+)
+def test_distill_coef_zero_is_refused_where_an_update_only_distils(settings: dict, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        ShellTrainConfig.model_validate({"trainer": {"distill_coef": 0.0}} | settings)
+
+
+def test_distill_coef_zero_is_fine_where_rl_trains() -> None:
+    ShellTrainConfig.model_validate({"trainer": {"distill_coef": 0.0}, "warm_start_epochs": 0})
+    ShellTrainConfig.model_validate({"trainer": {"distill_coef": 0.0}, "teacher": "none", "rl": False})
+    ShellTrainConfig.model_validate({"trainer": {"distill_coef": 0.0}, "teacher": "claude,oracle"})
+
+
+def test_a_distillation_update_with_distill_coef_zero_says_why() -> None:
+    import torch
+
+    from aios_rl.algos.distill import distill_batch_from, distill_update
+    from aios_rl.algos.trainer import Trainer, TrainerConfig
+    from aios_rl.contracts.episode import Observation
+    from aios_rl.contracts.errors import TrainingError
+    from aios_rl.policy.compact import CompactStudent, CompactStudentConfig
+
+    batch = distill_batch_from([(Observation(text="o", candidates=["a", "b"]), "shell", ["a"], 1.0)])
+    trainer = Trainer(CompactStudent(CompactStudentConfig()), TrainerConfig(distill_coef=0.0))
+    with pytest.raises(TrainingError, match="distill_coef 0 has nothing to train"):
+        distill_update(trainer, batch, generator=torch.Generator().manual_seed(0))

@@ -273,6 +273,14 @@ def test_lora_gradients_reach_adapters_not_base(model_dir: Path) -> None:
     assert s.value_head.weight.grad is not None and s.value_head.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("lora", [False, True])
+def test_building_the_student_leaves_the_global_rng_alone(model_dir: Path, lora: bool) -> None:
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    student(model_dir, lora=lora)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
 def test_lora_wrap_shows_no_library_deprecation(model_dir: Path) -> None:
     # peft reads transformers' deprecated `is_gradient_checkpointing`; the user cannot act on that warning.
     with warnings.catch_warnings(record=True) as caught:

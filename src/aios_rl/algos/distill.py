@@ -14,6 +14,7 @@ import torch
 from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode, Observation
+from aios_rl.contracts.errors import TrainingError
 
 
 def distill_batch_from(
@@ -48,7 +49,14 @@ def distill_from_episodes(episodes: Sequence[Episode]) -> DistillBatch:
 
 
 def distill_update(trainer: Trainer, distill: DistillBatch, *, generator: torch.Generator) -> UpdateStats:
-    """Supervised steps toward the teacher's reference actions only."""
+    """Supervised steps toward the teacher's reference actions only.
+
+    Raises:
+        TrainingError: ``distill_coef`` is 0, which leaves this update no loss to train on.
+    """
+    if trainer.config.distill_coef <= 0:
+        raise TrainingError("a distillation update with trainer.distill_coef 0 has nothing to train; "
+                            "set distill_coef > 0 (or leave distillation out)")
     stats = UpdateStats()
     for idx in trainer.minibatches(len(distill), generator):
         loss = trainer.auxiliary_loss(distill.subset(idx), None, None, stats)

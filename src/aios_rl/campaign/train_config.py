@@ -131,6 +131,17 @@ class ShellTrainConfig(ConfigModel):
         if self.redistill_passes and not self.rl:
             raise ConfigError("redistill_passes needs RL epochs (rl: true): without them the self-imitation "
                               "archive holds no verified fix to redistil")
+        if self.trainer.distill_coef == 0:
+            oracle_first = self.teacher.split(",")[0].strip() == "oracle"
+            parts = [name for name, used in (
+                ("rl: false (distillation is the only update)", not self.rl and self.teacher != "none"),
+                ("the oracle warm start", oracle_first and self.warm_start_epochs > 0 and self.init_from is None),
+                ("consolidation_passes", self.consolidation_passes > 0),
+                ("redistill_passes", self.redistill_passes > 0),
+            ) if used]
+            if parts:
+                raise ConfigError(f"trainer.distill_coef 0 leaves nothing to train in {', '.join(parts)}, which "
+                                  "only distil; set distill_coef > 0 or turn them off")
         return self
 
     def allocator_name(self) -> str:

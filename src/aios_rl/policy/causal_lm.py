@@ -189,18 +189,21 @@ class CausalLMStudent:
         self.config = config
         self.device = _pick_device(config.device)
         model_dir = _resolve_model_dir(config.model_path)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(
-                model_dir, local_files_only=True, dtype=_DTYPES[config.dtype]
-            )
-        except (OSError, ValueError) as exc:
-            raise PolicyError(f"could not load a causal LM and tokenizer from {model_dir}: {exc}") from exc
-        self.hidden_size: int = model.config.get_text_config().hidden_size
-        if config.lora:
-            model = self._wrap_lora(model)
-        self.model = model.to(self.device).eval()
-        self.value_head = nn.Linear(self.hidden_size, 1).to(self.device)
+        # Building the student leaves the global RNG as it was (as the compact student does): a trainer that
+        # has just restored a checkpoint's RNG state keeps it when a reference copy is built after it.
+        with torch.random.fork_rng(devices=[]):
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+                model = AutoModelForCausalLM.from_pretrained(
+                    model_dir, local_files_only=True, dtype=_DTYPES[config.dtype]
+                )
+            except (OSError, ValueError) as exc:
+                raise PolicyError(f"could not load a causal LM and tokenizer from {model_dir}: {exc}") from exc
+            self.hidden_size: int = model.config.get_text_config().hidden_size
+            if config.lora:
+                model = self._wrap_lora(model)
+            self.model = model.to(self.device).eval()
+            self.value_head = nn.Linear(self.hidden_size, 1).to(self.device)
         nn.init.zeros_(self.value_head.weight)  # values start at 0: no arbitrary initial bias in advantages
         nn.init.zeros_(self.value_head.bias)
         self.eos_id = self._eos_id()
