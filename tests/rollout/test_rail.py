@@ -638,3 +638,10 @@ def test_a_window_smaller_than_the_first_fit_is_refused() -> None:
         RailConfig(window=8, min_fit_traces=16)
     assert RailConfig(window=16, min_fit_traces=16).refit_due(16)
     assert not RailConfig(refit_every=8, min_fit_traces=16).refit_due(8)  # before the first fit
+
+
+def test_an_entropy_window_shorter_than_the_warmup_is_refused() -> None:
+    # the shadow heuristic waits for entropy_warmup entropies, but the window keeps only entropy_window
+    with pytest.raises(ConfigError, match="never branch"):
+        RailConfig(entropy_window=8, entropy_warmup=16)
+    RailConfig(entropy_window=16, entropy_warmup=16)

@@ -119,6 +119,11 @@ class RailConfig(ConfigModel):
                 f"rail.min_fit_traces={self.min_fit_traces} exceeds rail.window={self.window}: "
                 "Δ̂ would never be fit"
             )
+        if self.entropy_warmup > self.entropy_window:
+            raise ConfigError(
+                f"rail.entropy_warmup={self.entropy_warmup} exceeds rail.entropy_window={self.entropy_window}: "
+                "the shadow heuristic would never branch, so no trace would be collected"
+            )
         return self
 
     def refit_due(self, n_traces: int) -> bool:
