@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 
+from aios_rl.algos import advantages
 from aios_rl.algos.batch import DistillBatch, flatten_episodes, negative_states
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
@@ -147,3 +148,29 @@ def test_negative_lane_kl_of_a_generating_student_is_zero_at_the_reference_and_g
     moved = UpdateStats()
     loss = trainer.auxiliary_loss(None, negative, reference, moved)
     assert moved.negative_kl > 1e-4 and loss.requires_grad
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_a_generating_student_is_clipped_per_token_and_agg_weighs_the_tokens(model_dir: Path, algo: str) -> None:
+    episodes, _ = recorded_episodes(generating(model_dir))
+    first = episodes[0].trajectory[0]
+    short = [1, 1] + [0] * (len(first.token_ids) - 2)  # only 2 of its tokens train: answers of unequal weight
+    episodes[0] = episodes[0].model_copy(update={"trajectory": [first.model_copy(update={"loss_mask": short})]})
+    groups = [0, 0, 0, 1]  # group 0 rewards (1, -1, 1): advantages that do not cancel
+    tokens = torch.tensor([float(sum(e.trajectory[0].loss_mask)) for e in episodes])  # (4,) answer lengths
+    got = {}
+    for agg in ("token-mean", "seq-mean-token-sum"):
+        policy = generating(model_dir)
+        config = TrainerConfig(algo=algo, agg=agg, minibatch_size=1000, update_epochs=1, step_advantage_coef=0.0)
+        trainer = Trainer(policy, config)
+        got[agg] = update(algo, trainer, episodes, groups, policy).policy_loss
+    if algo == "grpo":
+        adv = advantages.grpo_advantages(torch.tensor([e.reward for e in episodes]), torch.tensor(groups))
+    else:  # GAE on one-step episodes with zero initial values, normalised over the batch
+        rewards = torch.tensor([e.reward for e in episodes])
+        adv = (rewards - rewards.mean()) / (rewards.std() + 1e-8)
+    # ratio 1 in the only minibatch: the loss is -A summed over each answer's tokens, then aggregated
+    weighted = float((adv * tokens).sum())
+    assert got["token-mean"] == pytest.approx(-weighted / float(tokens.sum()), abs=1e-5)
+    assert got["seq-mean-token-sum"] == pytest.approx(-weighted / len(episodes), abs=1e-5)
+    assert len(set(tokens.tolist())) > 1 and tokens.min() > 1  # per action, both modes would give one loss

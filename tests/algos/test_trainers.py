@@ -217,6 +217,18 @@ def test_offline_update_drops_stale_and_clips_ratios() -> None:
     assert all_stale.steps == 0
 
 
+def test_offline_update_applies_the_kl_penalty_toward_its_reference() -> None:
+    torch.manual_seed(0)
+    episodes, _ = grouped(random.Random(4))
+    kl = {}
+    for coef in (0.0, 1.0):
+        policy, reference = CompactStudent(SMALL), CompactStudent(SMALL)  # two initialisations: KL > 0
+        trainer = Trainer(policy, TrainerConfig(kl_coef=coef))
+        kl[coef] = offline_update(trainer, episodes, [0] * 16, generator=torch.Generator().manual_seed(0),
+                                  reference=reference).kl
+    assert kl[0.0] == 0.0 and kl[1.0] > 0.0
+
+
 def test_flatten_puts_the_episode_reward_on_the_last_step() -> None:
     ep = episode(0, ["patch fix-0-1", "patch fix-0-0"], 1.0)
     bad = ep.model_copy(update={"trajectory": [*ep.trajectory, Step(observation=obs(0, 2), action="rm -rf /", logprob=0.0, entropy=0.0)]})

@@ -119,6 +119,28 @@ def evaluate_steps(policy: Policy, steps: StepBatch) -> Evaluation:
     )
 
 
+def ratio_terms(ev: Evaluation) -> tuple[torch.Tensor, torch.Tensor]:
+    """The log-probabilities the clipped surrogate and the KL penalty compare, with their mask.
+
+    A student that writes its actions (an LM in generate mode: no candidates, recorded tokens) is compared
+    per token, ``(B, T)`` answer tokens with the loss mask, as PPO and GRPO do for language models; then
+    ``trainer.agg`` decides how tokens and sequences weigh. A student that chooses among candidates (the
+    compact student, an LM in score mode, whose action probability is normalised over the candidates and so
+    is no product of token probabilities) is compared per action: one column, ``(B, 1)``.
+    """
+    if ev.candidate_mask.shape[1] == 0 and ev.token_logprobs is not None and ev.token_mask is not None:
+        return ev.token_logprobs, ev.token_mask
+    return ev.logprobs[:, None], torch.ones((len(ev.logprobs), 1), dtype=torch.bool, device=ev.logprobs.device)
+
+
+def fit_width(values: torch.Tensor, width: int) -> torch.Tensor:
+    """``values`` (B, T) cut or zero-padded to ``width`` columns: token rows scored in a larger batch (padded
+    to its longest answer) lined up with a minibatch's (padded to its own); the columns cut are padding."""
+    if values.shape[1] >= width:
+        return values[:, :width]
+    return torch.nn.functional.pad(values, (0, width - values.shape[1]))
+
+
 @dataclass(frozen=True)
 class DistillBatch:
     """States with the teacher's reference action (an admissible candidate of that state)."""

@@ -7,9 +7,10 @@ https://arxiv.org/abs/2509.21240, adds GRPO within each tree of branched episode
 step of an episode shares its episode's advantage, plus, with ``step_advantage_coef`` > 0, GiGPO's
 step-level term (Feng et al. 2025, https://arxiv.org/abs/2505.10978): steps taken from the same observation
 within a group are compared by their discounted return, which credits the action at a shared state (a task's
-opening state, in the shell) rather than the whole episode. Ratios are taken on the action's summed
-log-probability (sequence level), which for the compact student is the candidate's log-probability and for
-LM students the sum over the action's tokens.
+opening state, in the shell) rather than the whole episode. Ratios are taken per action for a student that
+chooses among candidates (the candidate's log-probability) and per token for one that writes its actions (an
+LM in generate mode; :func:`~aios_rl.algos.batch.ratio_terms`), where ``agg`` weighs tokens and sequences. The
+offline update weights whole actions by their importance ratio.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, flatten_episodes, state_of
+from aios_rl.algos.batch import (
+    DistillBatch,
+    StepBatch,
+    evaluate_steps,
+    fit_width,
+    flatten_episodes,
+    ratio_terms,
+    state_of,
+)
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.contracts.errors import TrainingError
@@ -64,23 +73,24 @@ def grpo_update(
     # re-scores the very tokens it sampled (evaluate_steps), so in an untempered regime (temperature 1,
     # top-p 1) they equal the logprobs recorded at sampling time.
     with torch.no_grad():
-        old = evaluate_steps(policy, batch).logprobs  # (N,)
+        old, _ = ratio_terms(evaluate_steps(policy, batch))  # (N, T): T = 1 per action, else answer tokens
         ref = None
         if cfg.kl_coef > 0 and reference is not None:
-            ref = evaluate_steps(reference, batch).logprobs  # (N,)
+            ref, _ = ratio_terms(evaluate_steps(reference, batch))  # (N, T)
 
     stats = UpdateStats(extras={"zero_adv_fraction": float((adv == 0).float().mean())})
     for idx, distill_part in trainer.paired_minibatches(len(batch), distill, generator):
         mb = batch.subset(idx)
         ev = evaluate_steps(policy, mb)
-        logprobs = ev.logprobs[:, None]  # (B, 1)
-        mask = torch.ones_like(logprobs, dtype=torch.bool)
+        logprobs, mask = ratio_terms(ev)  # (B, T)
+        width = logprobs.shape[1]
         policy_loss, clip = losses.clipped_surrogate(
-            logprobs, old[idx][:, None], adv[idx][:, None], mask, cfg.eps_low, cfg.eps_high, cfg.agg
+            logprobs, fit_width(old[idx], width), adv[idx][:, None].expand(-1, width), mask,
+            cfg.eps_low, cfg.eps_high, cfg.agg,
         )
         entropy = ev.entropy.mean()
         loss = policy_loss - cfg.entropy_coef * entropy
-        loss = loss + trainer.kl_penalty(logprobs, None if ref is None else ref[idx][:, None], stats)
+        loss = loss + trainer.kl_penalty(logprobs, None if ref is None else fit_width(ref[idx], width), mask, stats)
         loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)
     return trainer.finish(stats)
@@ -126,11 +136,12 @@ def offline_update(
     negative: StepBatch | None = None,
     reference: Policy | None = None,
 ) -> UpdateStats:
-    """A policy-gradient update from replay-lane episodes collected by older checkpoints.
+    """    A policy-gradient update from replay-lane episodes collected by older checkpoints.
 
     Episodes more than ``max_staleness`` updates old are dropped; the rest are reweighted by the
     importance ratio pi_theta / pi_behaviour (behaviour = the logprob recorded at sampling time), detached
-    and clipped to ``[1/c, c]``. Advantages are rewards centred on the replay batch's mean reward.
+    and clipped to ``[1/c, c]``. Advantages are rewards centred on the replay batch's mean reward. With
+    ``kl_coef`` > 0 and a ``reference``, the KL penalty toward it is added as in the online updates.
     """
     cfg, policy = trainer.config, trainer.policy
     kept = [e for e, age in zip(episodes, staleness) if age <= cfg.max_staleness]
@@ -147,6 +158,11 @@ def offline_update(
         weight = torch.exp(ev.logprobs.detach() - mb.behavior_logprobs).clamp(1.0 / c, c)  # (B,)
         policy_loss = -(weight * adv[idx] * ev.logprobs).mean()
         loss = policy_loss - cfg.entropy_coef * ev.entropy.mean()
+        if cfg.kl_coef > 0 and reference is not None:
+            logprobs, mask = ratio_terms(ev)  # (B, T)
+            with torch.no_grad():
+                ref, _ = ratio_terms(evaluate_steps(reference, mb))
+            loss = loss + trainer.kl_penalty(logprobs, fit_width(ref, logprobs.shape[1]), mask, stats)
         loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         stats.policy_loss += policy_loss.item()
         stats.entropy += ev.entropy.mean().item()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, flatten_episodes
+from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, fit_width, flatten_episodes, ratio_terms
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.policy.base import Policy
@@ -51,10 +51,10 @@ def ppo_update(
     batch = flatten_episodes(episodes)
     with torch.no_grad():
         old_ev = evaluate_steps(policy, batch)
-        old, old_values = old_ev.logprobs, old_ev.values  # (N,), (N,)
+        (old, _), old_values = ratio_terms(old_ev), old_ev.values  # (N, T), (N,)
         ref = None
         if cfg.kl_coef > 0 and reference is not None:
-            ref = evaluate_steps(reference, batch).logprobs
+            ref, _ = ratio_terms(evaluate_steps(reference, batch))  # (N, T)
     adv, returns = _gae_per_step(batch, old_values, cfg.gamma, cfg.lam)
     if len(adv) > 1:  # per-batch advantage normalisation, as in most PPO implementations
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -63,17 +63,19 @@ def ppo_update(
     for idx, distill_part in trainer.paired_minibatches(len(batch), distill, generator):
         mb = batch.subset(idx)
         ev = evaluate_steps(policy, mb)
-        logprobs = ev.logprobs[:, None]  # (B, 1)
-        mask = torch.ones_like(logprobs, dtype=torch.bool)
+        logprobs, mask = ratio_terms(ev)  # (B, T): T = 1 per action, else answer tokens
+        width = logprobs.shape[1]
         policy_loss, clip = losses.clipped_surrogate(
-            logprobs, old[idx][:, None], adv[idx][:, None], mask, cfg.eps_low, cfg.eps_high, cfg.agg
+            logprobs, fit_width(old[idx], width), adv[idx][:, None].expand(-1, width), mask,
+            cfg.eps_low, cfg.eps_high, cfg.agg,
         )
+        step = torch.ones((len(idx), 1), dtype=torch.bool)  # one value per step
         v_loss = losses.value_loss(
-            ev.values[:, None], old_values[idx][:, None], returns[idx][:, None], mask, clip=cfg.value_clip, agg=cfg.agg
+            ev.values[:, None], old_values[idx][:, None], returns[idx][:, None], step, clip=cfg.value_clip, agg=cfg.agg
         )
         entropy = ev.entropy.mean()
         loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
-        loss = loss + trainer.kl_penalty(logprobs, None if ref is None else ref[idx][:, None], stats)
+        loss = loss + trainer.kl_penalty(logprobs, None if ref is None else fit_width(ref[idx], width), mask, stats)
         loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         stats.value_loss += v_loss.item()
         trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)

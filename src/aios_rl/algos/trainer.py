@@ -38,7 +38,10 @@ class TrainerConfig(ConfigModel):
     eps_low: float = Field(default=0.2, gt=0, lt=1, description="Lower clip range of the ratio.")
     eps_high: float = Field(default=0.28, gt=0, description="Upper clip range (DAPO clip-higher).")
     agg: str = Field(default="token-mean", description="Loss aggregation mode (see algos/losses.AGG_MODES).")
-    kl_coef: float = Field(default=0.0, ge=0, description="Weight of KL(pi || reference) (k3 estimator).")
+    kl_coef: float = Field(
+        default=0.0, ge=0, description="Weight of KL(pi || reference), k3 estimator, per token for a student that "
+        "writes its actions; the reference is the policy before the update (PPO's KL penalty). 0: off.",
+    )
     entropy_coef: float = Field(default=0.01, ge=0, description="Entropy bonus weight.")
     value_coef: float = Field(default=0.5, ge=0, description="PPO value-loss weight.")
     value_clip: float | None = Field(default=None, description="PPO value clipping range (None: unclipped).")
@@ -161,11 +164,14 @@ class Trainer:
             stats.negative_kl += n_kl.item()
         return total
 
-    def kl_penalty(self, logprobs: torch.Tensor, ref: torch.Tensor | None, stats: UpdateStats) -> torch.Tensor:
-        """``kl_coef`` x the k3 estimate of KL(pi || reference) on the sampled actions (0 without a reference)."""
+    def kl_penalty(
+        self, logprobs: torch.Tensor, ref: torch.Tensor | None, mask: torch.Tensor, stats: UpdateStats
+    ) -> torch.Tensor:
+        """``kl_coef`` x the k3 estimate of KL(pi || reference) on the sampled actions or tokens ``(B, T)``,
+        averaged over ``mask`` (0 without a reference)."""
         if ref is None:
             return torch.zeros(())
-        kl = losses.kl_k3(logprobs, ref).mean()
+        kl = losses.aggregate(losses.kl_k3(logprobs, ref), mask, "token-mean")
         stats.kl += kl.item()
         return self.config.kl_coef * kl
 

@@ -278,6 +278,11 @@ class ShellTraining:
 
     # -- one epoch ------------------------------------------------------------------------------------
 
+    def _kl_reference(self) -> Policy | None:
+        """With ``trainer.kl_coef`` > 0, a frozen copy of the student before this update (the active
+        checkpoint), which the KL penalty holds the update close to; else None."""
+        return self.load_student("active") if self.config.trainer.kl_coef > 0 else None
+
     def _next_checkpoint_id(self) -> str:
         return f"ckpt-{len(self.plane.state.lineage.checkpoints):04d}"
 
@@ -523,9 +528,11 @@ class ShellTraining:
         elif not episodes:  # every group was dropped, or the run's rollout budget is spent: no update
             stats = UpdateStats()
         elif cfg.trainer.algo == "ppo":
-            stats = ppo_update(self.trainer, episodes, generator=generator, distill=distill)
+            stats = ppo_update(self.trainer, episodes, generator=generator, distill=distill,
+                               reference=self._kl_reference())
         else:
-            stats = grpo_update(self.trainer, episodes, groups, generator=generator, distill=distill)
+            stats = grpo_update(self.trainer, episodes, groups, generator=generator, distill=distill,
+                                reference=self._kl_reference())
         consolidated = self._consolidate(standing, epoch, progress) if episodes or not cfg.rl else None
         teacher_failures = sum(1 for e in seen if e.teacher_signal is not None and e.teacher_signal.status == "failed_all_backends")
         ran = max(1, len(seen))
