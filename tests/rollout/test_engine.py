@@ -360,3 +360,24 @@ def test_distinct_states_never_draws_an_action_twice_from_a_state_the_group_shar
     assert all(len(a) > len(set(a)) for seed in range(10) for a in opening_draws("first", seed))  # repeats
     with pytest.raises(ConfigError, match="choose one of off, first, states"):
         opening_draws("every", 0)
+
+
+def test_rail_context_reads_each_step_by_how_its_action_was_chosen() -> None:
+    from aios_rl.rollout.engine import _action_logprob, _normalized_entropy
+
+    four = Observation(text="o", candidates=["a", "b", "c", "d"])
+    two = Observation(text="o", candidates=["a", "b"])
+    tokens = [-0.5, -1.0, -1.5]  # a 3-token answer
+    # a candidate chosen by scoring its answer (LM score mode): the candidate's probability, normalised over
+    # the candidates, is not the product of its token probabilities
+    scored = Step(observation=four, action="a", logprob=math.log(0.1), entropy=0.7, token_ids=[1, 2, 3],
+                  token_logprobs=tokens, loss_mask=[1, 1, 1])
+    written = Step(observation=four, action='{"action": "a"}', logprob=sum(tokens), entropy=2.0,
+                   token_ids=[1, 2, 3], token_logprobs=tokens, loss_mask=[1, 1, 1])
+    chosen = Step(observation=two, action="b", logprob=math.log(0.25), entropy=0.5)  # the compact student
+    assert math.exp(_action_logprob(scored)) == pytest.approx(0.1)
+    assert _action_logprob(written) == pytest.approx(-1.0)  # per token
+    assert math.exp(_action_logprob(chosen)) == pytest.approx(0.25)
+    assert _normalized_entropy(scored, math.log(1000)) == pytest.approx(0.7 / math.log(4))
+    assert _normalized_entropy(written, math.log(1000)) == pytest.approx(2.0 / math.log(1000))
+    assert _normalized_entropy(chosen, None) == pytest.approx(0.5 / math.log(2))  # its own step's size

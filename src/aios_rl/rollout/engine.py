@@ -158,7 +158,9 @@ class RolloutEngine:
         ledger = ledger if ledger is not None else Budget()
         seeds, generator = random.Random(seed), torch.Generator().manual_seed(seed)
         plans = self.allocator.plan_batch(ids, budget)
-        groups = [_Group(t, plans[t.task_id], budget, regime, self.max_steps) for t in tasks]
+        vocab = getattr(policy, "vocab_size", None)  # a policy that writes tokens: log|V| bounds their entropy
+        token_entropy_max = math.log(vocab) if vocab and vocab > 1 else None
+        groups = [_Group(t, plans[t.task_id], budget, regime, self.max_steps, token_entropy_max) for t in tasks]
         pending = {g: g.fresh(g.plan.initial, seeds) for g in groups if g.plan.initial > 0}  # 0: skipped
         outcomes: dict[_Group, GroupOutcome] = {}
         while pending:
@@ -202,6 +204,7 @@ class _Group:
     batch_budget: RolloutBudget
     regime: DecodingRegime
     max_steps: int
+    token_entropy_max: float | None = None  # log|V| of a policy that writes its actions
     group_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     members: list[Rollout] = field(default_factory=list)
     shapes: list[TrajectoryShape] = field(default_factory=list)
@@ -273,17 +276,16 @@ class _Group:
     def _anchor(self, j: int, k: int) -> Anchor:
         rollout = self.members[j]
         steps = rollout.episode.trajectory
-        candidates = len(steps[k].observation.candidates)
         inputs = ContextInputs(
-            step_entropies=tuple(s.entropy for s in steps[: k + 1]),
-            anchor_logprob=_mean_token_logprob(steps[k]),
+            step_entropies=tuple(_normalized_entropy(s, self.token_entropy_max) for s in steps[: k + 1]),
+            anchor_logprob=_action_logprob(steps[k]),
             group_rewards=tuple(m.episode.reward for m in self.members),
             base_group_size=max(1, self.plan.initial),
             max_steps=self.max_steps,
             budget_left=self.budget.remaining,
             budget_total=max(1, self.plan.cap),
             hidden=rollout.hidden[k],
-            max_entropy=math.log(candidates) if candidates > 1 else 1.0,  # log(action-space size)
+            max_entropy=1.0,  # each entropy is already divided by the log of its step's action-space size
         )
         return Anchor(self.group_id, self.task.task_id, k, inputs, rollout.episode.reward)
 
@@ -298,7 +300,25 @@ class _Group:
         )
 
 
-def _mean_token_logprob(step: Step) -> float:
-    """The action's log-probability per generated token (the whole action for candidate scorers)."""
-    tokens = len(step.token_ids or ())
-    return min(0.0, step.logprob / tokens if tokens else step.logprob)
+def _written(step: Step) -> bool:
+    """Whether the policy wrote this action token by token (an LM in generate mode, whose action
+    log-probability is the sum of its token log-probabilities) rather than choosing it among candidates (the
+    compact student; an LM in score mode, whose log-probability is normalised over the candidates)."""
+    tokens = step.token_logprobs
+    return bool(tokens) and math.isclose(step.logprob, sum(tokens), rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _action_logprob(step: Step) -> float:
+    """RAIL's anchor log-probability: per token for a written action, else the whole chosen action's."""
+    if _written(step):
+        return min(0.0, step.logprob / len(step.token_logprobs or ()))
+    return min(0.0, step.logprob)
+
+
+def _normalized_entropy(step: Step, token_entropy_max: float | None) -> float:
+    """The step's entropy over the log of its action-space size: log|V| for a written action (its entropy is
+    the mean token entropy; 1 when the policy does not say its vocabulary size), log(#candidates) else."""
+    if _written(step):
+        return step.entropy / (token_entropy_max or 1.0)
+    candidates = len(step.observation.candidates)
+    return step.entropy / (math.log(candidates) if candidates > 1 else 1.0)

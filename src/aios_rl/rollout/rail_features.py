@@ -12,7 +12,8 @@ idx    name                  definition
 1      entropy_delta         anchor_entropy − entropy of the trajectory's first step (ARPO's ΔH)
 2      traj_entropy_mean     mean normalized entropy of the trajectory's steps so far (anchor included)
 3      traj_entropy_max      max normalized entropy of the trajectory's steps so far
-4      anchor_prob           exp(mean token log-prob of the action sampled at the anchor) in (0, 1]
+4      anchor_prob           probability of the action sampled at the anchor, in (0, 1]; per token (exp of the
+                             mean token log-prob) for a policy that writes its actions
 5      group_reward_mean     mean reward of the group's rollouts finished so far (0 when none)
 6      group_reward_var      population variance of those rewards (0 when fewer than two)
 7      group_frac_positive   fraction of those rewards > 0
@@ -70,8 +71,11 @@ class ContextInputs:
 
     Attributes:
         step_entropies: entropy (nats) of each step taken so far, oldest first; the last one is the
-            candidate branch step. At least one.
-        anchor_logprob: mean per-token log-prob of the action sampled at the candidate step (<= 0).
+            candidate branch step. At least one. The rollout engine passes each already divided by the log of
+            its own step's action-space size (steps may offer different numbers of candidates), with
+            ``max_entropy`` 1.
+        anchor_logprob: log-probability of the action sampled at the candidate step (<= 0): the whole action's
+            for a policy that chooses among candidates, per token for one that writes its actions.
         group_rewards: rewards of the group's rollouts that have finished so far.
         base_group_size: rollouts the group starts with (G0).
         max_steps: the environment's step limit.
