@@ -277,8 +277,9 @@ def test_lora_gradients_reach_adapters_not_base(model_dir: Path) -> None:
 def test_building_the_student_leaves_the_global_rng_alone(model_dir: Path, lora: bool) -> None:
     torch.manual_seed(123)
     before = torch.get_rng_state()
-    student(model_dir, lora=lora)
+    built = student(model_dir, lora=lora)
     assert torch.equal(torch.get_rng_state(), before)
+    assert built.vocab_size == built.model.get_output_embeddings().weight.shape[0] > 1  # RAIL's log|V|
 
 
 def test_lora_wrap_shows_no_library_deprecation(model_dir: Path) -> None:

@@ -200,7 +200,7 @@ class CausalLMStudent:
             except (OSError, ValueError) as exc:
                 raise PolicyError(f"could not load a causal LM and tokenizer from {model_dir}: {exc}") from exc
             self.hidden_size: int = model.config.get_text_config().hidden_size
-        self.vocab_size: int = int(model.get_output_embeddings().weight.shape[0])  # what token entropies span
+            self.vocab_size: int = int(model.get_output_embeddings().weight.shape[0])  # what token entropies span
             if config.lora:
                 model = self._wrap_lora(model)
             self.model = model.to(self.device).eval()
