@@ -50,7 +50,6 @@ from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import build_policy
-from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.engine import GroupOutcome
 from aios_rl.teacher.calibrate import DisagreementMonitor
 from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
@@ -227,7 +226,6 @@ class ShellTraining:
             self._demos: DistillBatch | None = None
             self.monitor = DisagreementMonitor(self.config.monitor)
             self.metrics_path = run_dir / "metrics.jsonl"
-            self.budget = Budget()
             # The allocator lives as long as the run; its state resumes from the store.
             allocator = self.config.allocator_name()
             self.collector = RolloutCollector(self.plane, allocator, self.config.allocation,
@@ -504,7 +502,6 @@ class ShellTraining:
             reward_config=cfg.reward, on_group=group_done,
             distinct="states" if cfg.distinct_states else "first" if cfg.distinct_first else "off",
         )
-        self.budget.add(batch.ledger)
         episodes, groups = batch.training_batch()  # branches train in their task's group; dropped groups do not
         zero_var = sum(g.zero_variance for g in batch.groups)
         if zero_var:
@@ -557,7 +554,7 @@ class ShellTraining:
             "teacher/failures": teacher_failures,
             "teacher/disagreement_rate": self.monitor.rate,
             "time/phase_s": time.perf_counter() - started,
-        } | stats.metrics() | self.budget.metrics() | self.collector.metrics()
+        } | stats.metrics() | batch.ledger.metrics() | self.collector.metrics()  # this epoch's, then the run's
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
         checkpoint = self._checkpoint(record["phase"], [e.episode_id for e in episodes])
         assert checkpoint == record["checkpoint"]

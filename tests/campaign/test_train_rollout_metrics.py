@@ -1,0 +1,38 @@
+"""`rollout/*` in metrics.jsonl is the epoch's own ledger and `rollout/total_*` the run's, whether the epochs
+ran in one process or were resumed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from aios_rl.campaign.metrics import read_metrics
+from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, open_training
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+from test_env import make_task  # noqa: E402
+
+
+def test_epoch_ledgers_are_per_epoch_in_one_process_and_after_a_resume(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    config = ShellTrainConfig.model_validate({
+        "epochs": 3, "tasks_per_epoch": 1, "group_size": 2, "workers": 1, "teacher": "none",
+        "env": {"max_steps": 3},
+    })
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        training.run_epoch(1)
+        training.run_epoch(2)
+    finally:
+        training.close()
+    resumed = open_training(tmp_path / "run")
+    try:
+        resumed.run_epoch(3)
+    finally:
+        resumed.close()
+    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert [r["rollout/rollouts"] for r in records] == [2, 2, 2]
+    assert [r["rollout/total_rollouts"] for r in records] == [2, 4, 6]
+    assert [r["rollout/env_steps"] for r in records] == [
+        b["rollout/total_env_steps"] - a for b, a in zip(records, [0] + [r["rollout/total_env_steps"] for r in records])
+    ]
