@@ -76,3 +76,23 @@ def test_an_epoch_closed_without_rollback_breaks_the_row_of_rollbacks(tmp_path: 
         assert plane.replay_from_scratch() == plane.state
     finally:
         plane.close()
+
+
+def test_meta_values_commit_with_the_pointer_move_or_not_at_all(tmp_path: Path) -> None:
+    plane = ControlPlane(tmp_path / "run", ControlConfig())
+    try:
+        plane.save_checkpoint("c0", {"w": torch.zeros(1)}, {})
+        plane.initialize("c0")
+        plane.save_checkpoint("c1", {"w": torch.ones(1)}, {}, parent="c0")
+        plane.complete_update("c1", in_epoch=False, meta={"rollout_state": {"epoch": 1}})
+        assert plane.state.lineage.active == "c1" and plane.store.get_meta("rollout_state") == {"epoch": 1}
+        plane.save_checkpoint("c2", {"w": torch.ones(1) * 2}, {}, parent="c1")
+        events = plane.store.event_count()
+        with pytest.raises(TypeError):  # the meta value fails inside the transaction: the move rolls back too
+            plane.complete_update("c2", in_epoch=False, meta={"rollout_state": {"epoch": 2}, "bad": object()})
+        assert plane.store.event_count() == events and plane.state.lineage.active == "c1"
+        assert plane.store.get_meta("rollout_state") == {"epoch": 1}
+        reopened = plane.replay_from_scratch()
+        assert reopened.lineage.active == "c1"
+    finally:
+        plane.close()

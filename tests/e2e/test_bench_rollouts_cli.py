@@ -16,6 +16,7 @@ import pytest
 from aios_rl.control.plane import ControlPlane
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.task import ShellTaskManifest, write_task
+from aios_rl.storage.rail_traces import RailTraceStore
 
 pytestmark = pytest.mark.slow
 
@@ -176,6 +177,10 @@ def test_shell_train_allocator_traces_and_resume(tasks: Path) -> None:
     aios(*common, "--epochs", "1")
     with sqlite3.connect(run / "control.db") as con:
         first = json.loads(con.execute("SELECT value FROM meta WHERE key = 'rollout_state'").fetchone()[0])
+    # A second epoch killed before its commit would have left its traces behind: the resume drops them.
+    with RailTraceStore(run / "control.db") as store:
+        assert first["trace_mark"] == store.last_id() == store.count() > 0
+        store.append(store.all()[-1])
     summary = json.loads(aios(*common, "--epochs", "2").stdout)
     (epoch2,) = summary["epochs_run"]
     with sqlite3.connect(run / "control.db") as con:

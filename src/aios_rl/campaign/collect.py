@@ -3,10 +3,11 @@
 :class:`RolloutCollector` owns the run's allocator (``shell train --allocator NAME``). Each epoch it gives
 the :class:`~aios_rl.rollout.engine.RolloutEngine` a batch budget of the chosen tasks' caps, never more
 than what is left of the run's ``rollout_budget``. RAIL's realized interventions are appended to the
-``rail_traces`` table of ``RUN/control.db`` as they happen. After each epoch's checkpoint, :meth:`save`
-writes the allocator's state (controller, traces window, VIP history, RNG streams) and the cumulative
-ledger to the run store's meta table, so a resumed run continues the same controller. A run killed
-between the checkpoint and :meth:`save` resumes with the previous epoch's allocator state (logged).
+``rail_traces`` table of ``RUN/control.db`` as they happen. Each epoch's checkpoint commits, in the same
+transaction, the allocator's state (controller, traces window, VIP history, RNG streams), the cumulative
+ledger and the newest trace row (:meth:`state_meta`), so a resumed run continues the same controller. A run
+killed before that commit reruns the epoch; the traces its killed attempt appended are discarded on resume,
+so the table holds exactly the traces the stored controller has seen.
 """
 
 from __future__ import annotations
@@ -48,11 +49,19 @@ class RolloutCollector:
         self.allocator = make_allocator(allocator, config)
         self.ledger = Budget()
         self.saved_epoch = 0
+        self._trace_mark = 0  # the newest RAIL trace row the allocator state has seen
         state: dict[str, Any] | None = plane.store.get_meta(ROLLOUT_STATE_KEY)
         if state is not None:
             self.allocator.load_state_dict(state["allocator"])
             self.ledger = Budget.from_state_dict(state["ledger"])
             self.saved_epoch = int(state["epoch"])
+            self._trace_mark = int(state.get("trace_mark", -1))  # -1: stored before marks were kept
+        if isinstance(self.allocator, RailAllocator) and self._trace_mark >= 0:
+            # Traces of an epoch killed before its commit: its controller state was never stored with them.
+            with RailTraceStore(Path(self.plane.run_dir) / "control.db") as store:
+                dropped = store.discard_after(self._trace_mark)
+            if dropped:
+                log.warning("discarded %d RAIL traces of an epoch that was not committed", dropped)
 
     @property
     def remaining(self) -> int | None:
@@ -109,6 +118,7 @@ class RolloutCollector:
             )
         finally:
             if store is not None:
+                self._trace_mark = store.last_id()
                 store.close()
                 self.allocator.store = None  # type: ignore[attr-defined]
         self.ledger.add(batch.ledger)
@@ -125,8 +135,18 @@ class RolloutCollector:
         totals = {k.replace("rollout/", "rollout/total_"): v for k, v in self.ledger.metrics().items()}
         return self.allocator.metrics() | totals
 
-    def save(self, epoch: int) -> None:
-        """Persist the allocator and the ledger after ``epoch``'s checkpoint."""
-        state = {"epoch": epoch, "allocator": self.allocator.state_dict(), "ledger": self.ledger.state_dict()}
-        self.plane.store.set_meta(ROLLOUT_STATE_KEY, state)
+    def state_meta(self, epoch: int) -> dict[str, Any]:
+        """The allocator, the ledger and the trace mark after ``epoch``, as the meta values to commit with
+        that epoch's checkpoint (``ControlPlane.complete_update(meta=...)``): one transaction, so a kill
+        never leaves a checkpoint without its rollout state or the other way round."""
+        state = {
+            "epoch": epoch,
+            "allocator": self.allocator.state_dict(),
+            "ledger": self.ledger.state_dict(),
+            "trace_mark": self._trace_mark,
+        }
+        return {ROLLOUT_STATE_KEY: state}
+
+    def committed(self, epoch: int) -> None:
+        """``epoch``'s state was committed with its checkpoint."""
         self.saved_epoch = epoch

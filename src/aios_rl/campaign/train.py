@@ -284,7 +284,9 @@ class ShellTraining:
     def _next_checkpoint_id(self) -> str:
         return f"ckpt-{len(self.plane.state.lineage.checkpoints):04d}"
 
-    def _checkpoint(self, label: str, data_window: list[str]) -> str:
+    def _checkpoint(self, label: str, data_window: list[str], with_meta: dict[str, Any] | None = None) -> str:
+        """Save the trainer's state as the next checkpoint and make it active; ``with_meta`` values (the
+        rollout state) commit in the same transaction as the pointer move."""
         self.plane.ensure_can_update()
         checkpoint_id = self._next_checkpoint_id()
         tensors, meta = self.trainer.state_tensors()
@@ -294,7 +296,7 @@ class ShellTraining:
             config_hash=self.config.config_hash(), data_window=data_window,
             teacher_backend=self.config.teacher if self.teacher else None, env_versions={"shell": "bugfix-v1"},
         )
-        self.plane.complete_update(checkpoint_id, in_epoch=False)
+        self.plane.complete_update(checkpoint_id, in_epoch=False, meta=with_meta)
         return checkpoint_id
 
     def warm_start(self, progress: Progress | None = None) -> EpochReport | None:
@@ -556,9 +558,10 @@ class ShellTraining:
             "time/phase_s": time.perf_counter() - started,
         } | stats.metrics() | batch.ledger.metrics() | self.collector.metrics()  # this epoch's, then the run's
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
-        checkpoint = self._checkpoint(record["phase"], [e.episode_id for e in episodes])
+        checkpoint = self._checkpoint(record["phase"], [e.episode_id for e in episodes],
+                                      with_meta=self.collector.state_meta(epoch))
         assert checkpoint == record["checkpoint"]
-        self.collector.save(epoch)
+        self.collector.committed(epoch)
         return record
 
     def _consolidate(

@@ -98,8 +98,11 @@ class ControlPlane:
         *,
         event_id: str | None = None,
         episodes: Sequence[Episode] = (),
+        meta: Mapping[str, Any] | None = None,
     ) -> ControlState:
-        """Validate, verify pointers, and commit one event (a no-op if ``event_id`` was already applied)."""
+        """Validate, verify pointers, and commit one event (a no-op if ``event_id`` was already applied);
+        ``meta`` values (e.g. a trainer's state that must move with a checkpoint) commit in the same
+        transaction."""
         event = Event(kind=kind, payload=dict(payload), **({"event_id": event_id} if event_id else {}))
         if self.store.has_event(event.event_id):
             return self.state
@@ -110,7 +113,8 @@ class ControlPlane:
             EpisodeRow(e.episode_id, e.environment, e.task_id, e.model_dump_json()) for e in episodes
         ]
         seq = self.store.append_event(
-            event.event_id, event.kind, event.payload, event.created_at, episodes=rows, snapshot=snapshot
+            event.event_id, event.kind, event.payload, event.created_at, episodes=rows, snapshot=snapshot,
+            meta=meta,
         )
         if seq is None:  # committed by someone else between the check and the insert
             return self.state
@@ -211,8 +215,11 @@ class ControlPlane:
         if lin.active is None:
             raise LineageError("lineage has no active checkpoint; initialise it first")
 
-    def complete_update(self, checkpoint_id: str, *, in_epoch: bool = True) -> ControlState:
-        return self.emit("update.completed", {"checkpoint_id": checkpoint_id, "in_epoch": in_epoch})
+    def complete_update(
+        self, checkpoint_id: str, *, in_epoch: bool = True, meta: Mapping[str, Any] | None = None
+    ) -> ControlState:
+        """``active ← checkpoint_id``; ``meta`` values commit with the pointer move (see :meth:`emit`)."""
+        return self.emit("update.completed", {"checkpoint_id": checkpoint_id, "in_epoch": in_epoch}, meta=meta)
 
     def fail_update(self, reason: str, *, episodes: Sequence[Episode] = ()) -> ControlState:
         """Record a failed update; ``episodes`` (the batch, re-marked ``update_failed``) are stored with it."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,8 +152,9 @@ class RunStore:
         *,
         episodes: Sequence[EpisodeRow] = (),
         snapshot: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> int | None:
-        """Commit one event with its episodes and (optionally) a state snapshot, atomically.
+        """Commit one event with its episodes, (optionally) a state snapshot and meta values, atomically.
 
         Returns:
             The event's sequence number, or None when an event with this id was already committed
@@ -177,6 +178,8 @@ class RunStore:
             if snapshot is not None:
                 tx.execute("INSERT INTO snapshots (seq, state) VALUES (?, ?)", (seq, snapshot))
                 tx.execute("DELETE FROM snapshots WHERE seq < ?", (seq,))
+            for key, value in (meta or {}).items():
+                _put_meta(tx, key, value)
         return seq
 
     def events(self, after_seq: int = 0) -> Iterator[StoredEvent]:
@@ -227,10 +230,7 @@ class RunStore:
 
     def set_meta(self, key: str, value: Any) -> None:
         with self.transaction() as tx:
-            tx.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (key, json.dumps(value, sort_keys=True)),
-            )
+            _put_meta(tx, key, value)
 
     def get_meta(self, key: str, default: Any = None) -> Any:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -260,3 +260,10 @@ class _Tx:
         for statement in script.split(";"):
             if statement.strip():
                 self._conn.execute(statement)
+
+
+def _put_meta(tx: _Tx, key: str, value: Any) -> None:
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, json.dumps(value, sort_keys=True)),
+    )

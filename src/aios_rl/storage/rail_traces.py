@@ -203,6 +203,25 @@ class RailTraceStore:
             for created_at, task_id, group_id, step, mode, arm, y, z, hidden, base, branches, parent in rows
         ]
 
+    def last_id(self) -> int:
+        """The row id of the newest trace (0 when there is none)."""
+        if not self._columns:
+            return 0
+        with self._lock:
+            return int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM rail_traces").fetchone()[0])
+
+    def discard_after(self, row_id: int) -> int:
+        """Delete the traces newer than ``row_id`` (an epoch's, when it was killed before its commit); returns
+        how many."""
+        if self.read_only:
+            raise StorageError(f"{self.path}: opened read-only; cannot discard RAIL traces")
+        with self._lock:
+            try:
+                cur = self._conn.execute("DELETE FROM rail_traces WHERE id > ?", (row_id,))
+            except sqlite3.DatabaseError as exc:
+                raise StorageError(f"{self.path}: cannot discard RAIL traces: {exc}") from None
+        return int(cur.rowcount)
+
     def count(self) -> int:
         """Number of stored traces."""
         if not self._columns:
