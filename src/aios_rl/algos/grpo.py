@@ -136,12 +136,15 @@ def offline_update(
     negative: StepBatch | None = None,
     reference: Policy | None = None,
 ) -> UpdateStats:
-    """    A policy-gradient update from replay-lane episodes collected by older checkpoints.
+    """A policy-gradient update from replay-lane episodes collected by older checkpoints.
 
     Episodes more than ``max_staleness`` updates old are dropped; the rest are reweighted by the
     importance ratio pi_theta / pi_behaviour (behaviour = the logprob recorded at sampling time), detached
-    and clipped to ``[1/c, c]``. Advantages are rewards centred on the replay batch's mean reward. With
-    ``kl_coef`` > 0 and a ``reference``, the KL penalty toward it is added as in the online updates.
+    and truncated at ``c`` (IMPALA's truncated importance sampling, Espeholt et al. 2018,
+    https://arxiv.org/abs/1802.01561): no floor, so the push on an action the policy has already made unlikely
+    fades with its ratio instead of driving its log-probability down without bound when a batch is replayed.
+    Advantages are rewards centred on the replay batch's mean reward. With ``kl_coef`` > 0 and a
+    ``reference``, the KL penalty toward it is added as in the online updates.
     """
     cfg, policy = trainer.config, trainer.policy
     kept = [e for e, age in zip(episodes, staleness) if age <= cfg.max_staleness]
@@ -155,7 +158,7 @@ def offline_update(
     for idx, distill_part in trainer.paired_minibatches(len(batch), distill, generator):
         mb = batch.subset(idx)
         ev = evaluate_steps(policy, mb)
-        weight = torch.exp(ev.logprobs.detach() - mb.behavior_logprobs).clamp(1.0 / c, c)  # (B,)
+        weight = torch.exp(ev.logprobs.detach() - mb.behavior_logprobs).clamp(max=c)  # (B,)
         policy_loss = -(weight * adv[idx] * ev.logprobs).mean()
         loss = policy_loss - cfg.entropy_coef * ev.entropy.mean()
         if cfg.kl_coef > 0 and reference is not None:

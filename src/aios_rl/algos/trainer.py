@@ -61,7 +61,7 @@ class TrainerConfig(ConfigModel):
     )
     max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
     offline_ratio_clip: float = Field(
-        default=2.0, gt=1, description="Offline replay: importance ratios pi/behaviour clipped to [1/c, c]."
+        default=2.0, gt=1, description="Offline replay: importance ratios pi/behaviour truncated at c (no floor)."
     )
     max_staleness: int = Field(default=4, ge=0, description="Offline replay: drop episodes this many updates old.")
 
