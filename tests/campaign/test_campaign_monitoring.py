@@ -94,3 +94,24 @@ def test_rejected_episodes_of_a_bad_update_still_roll_it_back(
     stored = plane.store.episode_bodies([r.episode_id for r in epoch.results])
     assert len(stored) == 3
     assert plane.replay_from_scratch() == plane.state
+
+
+def test_a_retried_comparison_stores_the_run_it_compared(monitoring: OnlineCampaign) -> None:
+    runs: list[str] = []
+
+    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str) -> Episode:
+        runs.append(checkpoint)
+        if checkpoint == "c0":
+            return episode(task, checkpoint, episode_id, kind="invalid")
+        first = runs.count("c1") == 1  # the update's first run is blocked (a sandbox hiccup), the retry fixes
+        return episode(task, checkpoint, episode_id, kind="blocked" if first else "fixed")
+
+    monitoring._episode = run  # type: ignore[method-assign]
+    plane = monitoring.plane
+    monitoring._run_slot(1)
+    (result,) = plane.state.ledger.open_epoch.results
+    assert (result.status, result.relative_outcome) == ("completed", "better")
+    stored = Episode.model_validate_json(plane.store.episode_bodies([result.episode_id])[result.episode_id])
+    assert stored.outcome == "success" and stored.admission_status == "admitted"
+    assert plane.state.ledger.open_epoch.monitored == [result.episode_id]
+    assert plane.state.replay.query(lane="positive")[0].episode_id == result.episode_id

@@ -310,6 +310,36 @@ class OnlineCampaign:
                 ref_episode = ref_future.result()
         else:
             episode = self._episode(task, seed, active, policy, episode_id)
+        episode = self._admit(task, episode, before)
+        event_id = slot_event_id(self.campaign_id, k)
+        comparison = None
+        if monitoring and ref_episode is not None and reference is not None:
+            # A rejected episode is compared too: an update whose episodes stop verifying (retried, then
+            # comparison_failed) or act only invalidly (worse than a reference that fixes) must feed the
+            # streak. It is stored unadmitted: never counted as monitored, never in a replay lane.
+            compared, ref_episode, rerun = self._compare(task, seed, episode, ref_episode, active, reference)
+            if rerun:  # the comparison ended on a fresh run: that run is the one stored, with its own admission
+                compared = self._admit(task, compared, before)
+            episode, comparison = compared, compared.comparison
+            admitted = episode.admission_status == "admitted"
+            self.plane.record_comparison(episode, admitted=admitted, reference=ref_episode, event_id=event_id)
+        else:
+            admitted = episode.admission_status == "admitted"
+            lane = route_episode(episode) if admitted else None
+            self.plane.record_episode(episode, admitted=admitted, lane=lane, event_id=event_id)
+        if not admitted:
+            log.warning("slot %d (%s): episode not admitted: %s", k, task.task_id, episode.admission_reason)
+        self.on_event("task", {
+            "slot": k,
+            "task": task.task_id,
+            "outcome": episode.outcome,
+            "admitted": admitted,
+            "reason": episode.admission_reason,
+            "comparison": (comparison.relative_outcome or comparison.status) if comparison else None,
+        })
+
+    def _admit(self, task: Task, episode: Episode, before: str) -> Episode:
+        """The episode with its admission status (:mod:`.admission`); ``before`` is the source fingerprint."""
         isolated = source_fingerprint(task) == before
         if not isolated:
             log.warning(
@@ -320,44 +350,22 @@ class OnlineCampaign:
             isolation_held=isolated,
             require_teacher=self.config.require_teacher and self.teacher is not None,
         )
-        episode = with_admission(episode, status, reason)
-        admitted = status == "admitted"
-        info: dict[str, Any] = {
-            "slot": k,
-            "task": task.task_id,
-            "outcome": episode.outcome,
-            "admitted": admitted,
-            "reason": reason,
-            "comparison": None,
-        }
-        event_id = slot_event_id(self.campaign_id, k)
-        if monitoring and ref_episode is not None and reference is not None:
-            # A rejected episode is compared too: an update whose episodes stop verifying (retried, then
-            # comparison_failed) or act only invalidly (worse than a reference that fixes) must feed the
-            # streak. It is stored unadmitted: never counted as monitored, never in a replay lane.
-            episode, ref_episode = self._compare(task, seed, episode, ref_episode, active, reference)
-            self.plane.record_comparison(episode, admitted=admitted, reference=ref_episode, event_id=event_id)
-            comparison = episode.comparison
-            info["comparison"] = (comparison.relative_outcome or comparison.status) if comparison else None
-        else:
-            lane = route_episode(episode) if admitted else None
-            self.plane.record_episode(episode, admitted=admitted, lane=lane, event_id=event_id)
-        if not admitted:
-            log.warning("slot %d (%s): episode not admitted: %s", k, task.task_id, reason)
-        self.on_event("task", info)
+        return with_admission(episode, status, reason)
 
     def _compare(
         self, task: Task, seed: int, episode: Episode, ref_episode: Episode, active: str, reference: str
-    ) -> tuple[Episode, Episode]:
-        """Matched comparison; the first attempt uses the two runs already made, a retry runs both afresh."""
+    ) -> tuple[Episode, Episode, bool]:
+        """Matched comparison; the first attempt uses the two runs already made, a retry runs both afresh.
+        Returns the candidate run the comparison ended on (carrying it), the reference run, and whether that
+        candidate run is a fresh one (not ``episode``)."""
         calls = {"candidate": 0, "reference": 0}
-        latest = {"reference": ref_episode}
+        latest = {"candidate": episode, "reference": ref_episode}
 
         def run_candidate() -> Verification:
             calls["candidate"] += 1
-            if calls["candidate"] == 1:
-                return _verification(episode)
-            return _verification(self._episode(task, seed, active, self.policy(active), episode.episode_id))
+            if calls["candidate"] > 1:
+                latest["candidate"] = self._episode(task, seed, active, self.policy(active), episode.episode_id)
+            return _verification(latest["candidate"])
 
         def run_reference() -> Verification:
             calls["reference"] += 1
@@ -378,7 +386,7 @@ class OnlineCampaign:
         ref = with_admission(
             latest["reference"], "rejected", f"matched reference run under {reference}; never trained on"
         )
-        return episode.model_copy(update={"comparison": comparison}), ref
+        return latest["candidate"].model_copy(update={"comparison": comparison}), ref, calls["candidate"] > 1
 
     # -- update and close --------------------------------------------------------------------------
 
