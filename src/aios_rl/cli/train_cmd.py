@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 from pathlib import Path
 
 import typer
@@ -76,10 +77,14 @@ def train(
                                      param_hint="--tasks")
         training = open_training(run, epochs=epochs if _given(ctx, "epochs") else None)
     else:
+        def given(name: str, value: Any) -> Any:  # a flag left at its default must not override --config
+            return value if _given(ctx, name) else None
+
         overrides = {
-            "epochs": epochs, "student.kind": student, "student.model_path": model, "trainer.algo": algo,
-            "teacher": teacher, "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
-            "group_size": group_size, "seed": seed, "allocator": allocator, "init_from": init_from,
+            "epochs": given("epochs", epochs), "student.kind": given("student", student),
+            "student.model_path": model, "trainer.algo": given("algo", algo), "teacher": given("teacher", teacher),
+            "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
+            "group_size": group_size, "seed": given("seed", seed), "allocator": allocator, "init_from": init_from,
             "validation.fraction": val_fraction,
             "validation.tasks_dir": str(val_tasks) if val_tasks else None,
             "redistill_passes": redistill_passes,

@@ -1,0 +1,41 @@
+"""`shell train --config FILE`: flags left at their defaults do not override the file's values; given flags do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from aios_rl.campaign import train as train_module
+from aios_rl.cli.main import app
+
+
+class Captured(Exception):
+    """Raised by the stand-in ShellTraining with the configuration the command built."""
+
+
+def built_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *flags: str):
+    def capture(run: Path, tasks: Path, config: train_module.ShellTrainConfig) -> None:
+        raise Captured(config)
+
+    monkeypatch.setattr(train_module, "ShellTraining", capture)
+    yaml = tmp_path / "train.yaml"
+    yaml.write_text("epochs: 9\nseed: 3\nteacher: none\ntrainer:\n  algo: ppo\nstudent:\n  kind: compact\n")
+    args = ["shell", "train", "--tasks", str(tmp_path), "--run", str(tmp_path / "run"), "--config", str(yaml)]
+    result = CliRunner().invoke(app, [*args, *flags])
+    assert isinstance(result.exception, Captured), result.output
+    return result.exception.args[0]
+
+
+def test_the_config_file_wins_over_flags_left_at_their_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = built_config(tmp_path, monkeypatch)
+    assert (config.epochs, config.seed, config.teacher, config.trainer.algo) == (9, 3, "none", "ppo")
+
+
+def test_given_flags_win_over_the_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = built_config(tmp_path, monkeypatch, "--epochs", "5", "--seed", "0", "--teacher", "oracle",
+                          "--algo", "grpo")
+    assert (config.epochs, config.seed, config.teacher, config.trainer.algo) == (5, 0, "oracle", "grpo")
