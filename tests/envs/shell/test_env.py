@@ -219,7 +219,39 @@ def test_no_progress_and_unrelated_files_are_counted(env: ShellBugfixEnv, task: 
     ev = env.verify().evidence
     assert ev["no_progress_steps"] == 3  # two reads and the stop changed neither files nor tests
     assert (ev["files_modified"], ev["unrelated_files_modified"]) == (1, 1)
-    assert ev["target_unresolved"] == 1 and ev["steps"] == 4
+    assert ev["target_unresolved"] == 2 and ev["steps"] == 4  # the verifier judges with the task's own tests
+
+
+def test_the_verdict_ignores_edits_to_the_tests_and_their_set_up(env: ShellBugfixEnv, task: Task) -> None:
+    env.reset(task, seed=0)
+    weakened = TESTS.replace("assert add(2, 3) == 5", "assert True").replace("assert add(-1, 1) == 0", "assert True")
+    hack = env.step(json.dumps({"action": "patch", "path": "tests/test_calc.py", "search": TESTS,
+                                "replace": weakened}))
+    assert "Tests: 3 passed" in hack.observation.text and hack.terminated  # the student's own run sees it
+    verification = env.verify()
+    assert verification.outcome == "failure", verification.evidence
+    ev = verification.evidence
+    assert (ev["target_unresolved"], ev["files_modified"], ev["unrelated_files_modified"]) == (2, 1, 1)
+    assert _files(env)["tests/test_calc.py"] == TESTS.encode()  # put back for the verdict
+
+
+def test_with_restored_puts_protected_paths_back_exactly() -> None:
+    from aios_rl.envs.shell.env import judge_file
+    from aios_rl.envs.shell.workspace import FileEntry, with_restored
+
+    def tree(files: dict[str, str]) -> tuple:
+        entries = {path: FileEntry("file", text.encode()) for path, text in files.items()}
+        for path in list(entries):
+            for parent in Path(path).parents:
+                if str(parent) != ".":
+                    entries.setdefault(parent.as_posix(), FileEntry("dir", mode=0o755))
+        return tuple(sorted(entries.items()))
+
+    initial = tree({"calc.py": "bug", "tests/test_calc.py": "strict", "pyproject.toml": "[tool]"})
+    edited = dict(tree({"calc.py": "fix", "pytest.ini": "addopts", "sub/conftest.py": "hook"}))
+    edited["tests"] = FileEntry("file", b"a file where the directory was")
+    restored = dict(with_restored(tuple(sorted(edited.items())), initial, judge_file))
+    assert restored == dict(initial) | {"calc.py": FileEntry("file", b"fix"), "sub": FileEntry("dir", mode=0o755)}
 
 
 def test_truncated_after_max_steps(env: ShellBugfixEnv, task: Task) -> None:

@@ -32,6 +32,12 @@ Verification evidence (what :class:`~aios_rl.control.compare.ShellComparator` re
 * ``no_progress_steps``: steps after which the file state and the latest test summary were unchanged.
 * ``steps``: steps taken.
 
+Before judging, :meth:`~ShellBugfixEnv.verify` puts the tests, pytest's configuration and any module that
+would shadow pytest or run at interpreter start-up (:func:`judge_file`) back as they were at reset, so the
+verdict is on the student's changes to the code under the task's own tests; the evidence still counts the
+files the student changed. (Code under test runs inside the test process and could still print a fake
+report: the verifier trusts pytest's output, as benchmarks of this kind do.)
+
 Outcome: ``success`` when the command passes with no target unresolved and no new failure;
 ``partial`` when fewer targets are unresolved than at reset; ``failure`` otherwise; ``blocked`` (with
 ``completed=False``) when the run could not complete: it timed out, or the sandbox failed.
@@ -46,7 +52,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -86,12 +92,19 @@ from aios_rl.envs.shell.workspace import (
     new_workdir,
     python_sources,
     read_tree,
+    with_restored,
     write_tree,
 )
 
 logger = logging.getLogger(__name__)
 
 ENV_ID = "shell/bugfix-v1"
+# Files the verdict must not take from the student: pytest's configuration and modules that would shadow
+# pytest or run at interpreter start-up (the tests themselves: candidates.is_test_file).
+_JUDGE_FILES = frozenset({
+    "conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "pytest.py", "sitecustomize.py",
+    "usercustomize.py",
+})
 _POOL_CACHE_SIZE = 16
 
 
@@ -337,12 +350,16 @@ class ShellBugfixEnv:
         result varies from run to run is judged by a run of its own.
         """
         state = self._started()
+        edited = read_tree(self._repo)
+        judged = with_restored(edited, state.initial, judge_file)
+        if judged != edited:  # the student's changes to the tests and their set-up do not reach the verdict
+            write_tree(self._repo, judged)
         try:
-            run, _, _, files = self._run_tests(state.spec, fresh=True)
+            run, _, _, _ = self._run_tests(state.spec, fresh=True)
         except SandboxError as exc:  # the sandbox is a process boundary: record the failure, do not crash
             logger.warning("verify of %s blocked: %s", state.spec.task_id, exc)
             return Verification(completed=False, outcome="blocked", evidence={"error": str(exc)[:500]})
-        evidence = _evidence(state, run, files)
+        evidence = _evidence(state, run, edited)
         if run.timed_out and (state.baseline.timed_out or not state.step):
             # The suite could not run even before the student acted: nothing to judge the student by.
             return Verification(completed=False, outcome="blocked", evidence=evidence)
@@ -639,6 +656,13 @@ def _observation_features(state: EpisodeState, max_steps: int) -> dict[str, floa
         "tests_passed": float(len(run.passing) if run else 0),
         "baseline_failed": float(state.baseline.n_failed),
     }
+
+
+def judge_file(path: str) -> bool:
+    """Whether ``path`` is one the verifier restores to its state at reset before judging: a test module or
+    fixture, pytest's configuration, or a module that would shadow pytest or run at interpreter start-up."""
+    parts = PurePosixPath(path).parts
+    return is_test_file(path) or parts[-1] in _JUDGE_FILES or parts[0] in ("pytest", "_pytest")
 
 
 def _evidence(state: EpisodeState, run: SuiteRun, files: FileTree) -> dict[str, Any]:

@@ -14,8 +14,9 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from aios_rl.envs.shell.actions import check_relpath
 
@@ -147,3 +148,25 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def with_restored(tree: FileTree, initial: FileTree, protected: Callable[[str], bool]) -> FileTree:
+    """``tree`` with every ``protected`` path exactly as in ``initial``: edited ones restored, added ones
+    removed, deleted ones back (with the directories that held them, replacing whatever took their place)."""
+    merged = {path: entry for path, entry in tree if not protected(path)}
+    original = dict(initial)
+    for path, entry in initial:
+        if not protected(path):
+            continue
+        merged[path] = entry
+        for parent in PurePosixPath(path).parents:
+            name = parent.as_posix()
+            if name != "." and (name not in merged or merged[name].kind != "dir") and name in original:
+                merged[name] = original[name]
+    # a restored directory may now hold paths the tree had under a file or link of the same name: drop them
+    shadowed = [p for p in merged if any(
+        merged.get(q.as_posix(), FileEntry("dir")).kind != "dir" for q in PurePosixPath(p).parents if q.as_posix() != "."
+    )]
+    for path in shadowed:
+        del merged[path]
+    return tuple(sorted(merged.items()))
