@@ -458,3 +458,16 @@ def test_a_patch_that_makes_the_suite_hang_is_a_failure_and_costs_seconds(tmp_pa
         assert verification.evidence["timed_out"] is True
     finally:
         env.close()
+
+
+def test_a_search_replace_edit_keeps_the_files_line_endings(tmp_path: Path, sandbox: Sandbox) -> None:
+    crlf = CALC.replace("\n", "\r\n")
+    task = make_task(tmp_path, files={"calc.py": crlf, "tests/test_calc.py": TESTS})
+    env = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        env.reset(task, seed=0)
+        env.step(json.dumps({"action": "patch", "path": "calc.py", "search": "return a - b",
+                             "replace": "return a + b"}))
+        assert _files(env)["calc.py"] == crlf.replace("return a - b", "return a + b").encode()
+    finally:
+        env.close()

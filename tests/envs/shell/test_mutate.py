@@ -491,3 +491,17 @@ def test_structured_search_replace_edit() -> None:
         SearchReplace.from_dict({"path": "m.py", "search": "a", "replace": "b", "extra": 1})
     with pytest.raises(EnvError, match="exactly string fields"):
         SearchReplace.from_dict({"path": "m.py", "search": 1, "replace": "b"})
+
+
+def test_a_diff_in_a_directory_never_writes_into_a_pipe_or_half_applies(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text("a\nb\n")
+    os.mkfifo(tmp_path / "p")
+    create_p = "--- /dev/null\n+++ b/p\n@@ -0,0 +1 @@\n+x\n"
+    with pytest.raises(EnvError, match="not a regular file"):  # writing would block the host for good
+        apply_unified_diff(tmp_path, create_p)
+    # calc.py's hunk applies, but calc.py/extra.py cannot be made: nothing is written at all
+    both = ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n"
+            "--- /dev/null\n+++ b/calc.py/extra.py\n@@ -0,0 +1 @@\n+y\n")
+    with pytest.raises(EnvError, match="not a directory"):
+        apply_unified_diff(tmp_path, both)
+    assert (tmp_path / "calc.py").read_text() == "a\nb\n"

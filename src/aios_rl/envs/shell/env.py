@@ -483,8 +483,11 @@ class ShellBugfixEnv:
         target = self._inside(edit.path)
         if target is None or not target.is_file():
             raise EnvError(f"edit targets unknown file {edit.path!r}")
-        target.write_text(apply_search_replace(target.read_text(encoding="utf-8"), edit.search, edit.replace),
-                          encoding="utf-8")
+        try:
+            text = target.read_bytes().decode("utf-8")  # bytes: the file's own line endings stay as they are
+        except UnicodeDecodeError as exc:
+            raise EnvError(f"edit targets {edit.path!r}, which is not UTF-8 text: {exc}") from None
+        target.write_bytes(apply_search_replace(text, edit.search, edit.replace).encode("utf-8"))
         return edit.path
 
     # ------------------------------------------------------------------ helpers

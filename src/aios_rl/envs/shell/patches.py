@@ -215,14 +215,33 @@ def apply_unified_diff(files: Mapping[str, str] | Path, diff: str) -> dict[str, 
         current[path] = touched[path] = None if new_path is None else result
     if root is None:
         return {p: t for p, t in current.items() if t is not None}
+    targets = {path: _writable(root, path) for path in touched}  # every check before the first write
     for path, content in touched.items():
-        target = _inside(root, path)
+        target = targets[path]
         if content is None:
             target.unlink()
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content.encode("utf-8"))  # bytes: keep "\r\n" exactly as the diff has it
     return sorted(touched)
+
+
+def _writable(root: Path, path: str) -> Path:
+    """The file ``path`` names inside ``root``, checked so that writing it can neither block nor half-fail:
+    it is a regular file or absent (never a pipe, device or directory), and no part of its parent is a file.
+
+    Raises:
+        EnvError: otherwise, or when it leaves ``root``.
+    """
+    target = _inside(root, path)
+    if target.exists() and not target.is_file():
+        raise EnvError(f"{path} is not a regular file")
+    for parent in target.parents:
+        if parent == root.resolve() or not parent.is_relative_to(root.resolve()):
+            break
+        if parent.exists() and not parent.is_dir():
+            raise EnvError(f"{path}: {parent.relative_to(root.resolve()).as_posix()} is not a directory")
+    return target
 
 
 def _inside(root: Path, path: str) -> Path:
