@@ -131,3 +131,74 @@ def test_cache_hit_sends_no_request(server: FakeServer) -> None:
     server.reply = "changed"  # another model is another cache key: the server is asked again
     assert judge("judge-2").signal(task, episode).status == "invalid_response"
     assert len(server.requests) == 2
+
+
+def test_trickling_headers_are_bounded_by_the_same_deadline() -> None:
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve() -> None:  # the status line and headers one byte every 0.3 s: each read is within 1 s
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 30 + b"\r\n":
+                    conn.sendall(bytes([byte]))
+                    time.sleep(0.3)
+            except OSError:
+                pass  # the client hung up
+
+    threading.Thread(target=serve, daemon=True).start()
+    backend = OpenAIBackend(OpenAIBackendConfig(base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1"))
+    start = time.monotonic()
+    with pytest.raises(BackendFailure, match="no answer within 1s") as failure:
+        backend.complete("hi", 1.0)
+    assert failure.value.reason == "timeout" and time.monotonic() - start < 3.0
+    listener.close()
+
+
+def test_a_redirect_is_refused_and_the_key_stays_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    seen: list[str | None] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    elsewhere = HTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Api(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{elsewhere.server_port}/steal")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    api = HTTPServer(("127.0.0.1", 0), Api)
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (elsewhere, api)]
+    for thread in threads:
+        thread.start()
+    try:
+        monkeypatch.setenv("JUDGE_KEY", "sk-secret")
+        config = OpenAIBackendConfig(base_url=f"http://127.0.0.1:{api.server_port}/v1", api_key_env="JUDGE_KEY")
+        with pytest.raises(BackendFailure) as failure:
+            OpenAIBackend(config).complete("hi", 5.0)
+        assert failure.value.reason == "http_302" and not failure.value.retryable
+        assert seen == []
+    finally:
+        for server in (elsewhere, api):
+            server.shutdown()
+            server.server_close()

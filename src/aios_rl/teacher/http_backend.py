@@ -21,6 +21,7 @@ import http.client
 import json
 import os
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -127,11 +128,21 @@ class OpenAIBackend:
 
 
 def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> bytes:
-    """POST ``data`` and read the body against one deadline; map every failure to a BackendFailure."""
+    """POST ``data`` and read the answer against one deadline; map every failure to a BackendFailure.
+
+    The deadline covers the whole exchange, headers included: a watchdog shuts the connection's socket when
+    it passes, so a server that trickles its status line or headers cannot stretch the call (urllib's own
+    timeout applies to each read). Redirects are refused, so the key never travels to another origin.
+    """
     deadline = time.monotonic() + timeout_s
+    connections: list[http.client.HTTPConnection] = []
+    opener = urllib.request.build_opener(_Tracked(connections), _TrackedTLS(connections), _NoRedirect)
+    watchdog = threading.Timer(timeout_s, _cut, args=(connections,))
+    watchdog.daemon = True
+    watchdog.start()
     try:
         request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with opener.open(request, timeout=timeout_s) as response:
             chunks, size = [], 0
             # read1 returns what has arrived instead of waiting for 64 KiB, so the deadline is checked
             # between the server's writes (a plain read would block until the whole body came).
@@ -139,26 +150,80 @@ def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> b
                 chunks.append(chunk)
                 size += len(chunk)
                 if time.monotonic() > deadline:
-                    detail = f"openai: body not read within {timeout_s:g}s"
-                    raise BackendFailure("timeout", detail, retryable=True)
+                    raise _timeout(timeout_s)
                 if size > _MAX_BODY_BYTES:
                     detail = f"openai: body larger than {_MAX_BODY_BYTES} bytes"
                     raise BackendFailure("malformed_envelope", detail)
             return b"".join(chunks)
+    except BackendFailure:
+        raise
     except urllib.error.HTTPError as exc:
         detail = exc.read(300).decode("utf-8", errors="replace") if exc.fp is not None else ""
         retryable = exc.code == 429 or exc.code >= 500
         reason = f"http_{exc.code}"
         raise BackendFailure(reason, f"openai: {exc.reason}: {detail}", retryable=retryable) from None
-    except (TimeoutError, socket.timeout):
-        raise _timeout(timeout_s) from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, TimeoutError | socket.timeout):
-            raise _timeout(timeout_s) from None
-        raise BackendFailure("connection_error", f"openai: {exc.reason}", retryable=True) from None
     except (OSError, ValueError, http.client.HTTPException) as exc:  # resets, bad URLs, protocol errors
-        detail = f"openai: {type(exc).__name__}: {exc}"
-        raise BackendFailure("connection_error", detail, retryable=True) from None
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(reason, TimeoutError | socket.timeout) or time.monotonic() >= deadline:
+            raise _timeout(timeout_s) from None  # a read timed out, or the watchdog cut the connection
+        raise BackendFailure("connection_error", f"openai: {type(exc).__name__}: {reason}", retryable=True) from None
+    finally:
+        watchdog.cancel()
+
+
+class _Tracked(urllib.request.HTTPHandler):
+    """urllib's HTTP handler, recording each connection it opens (for :func:`_cut`)."""
+
+    def __init__(self, connections: list[http.client.HTTPConnection]) -> None:
+        super().__init__()
+        self.connections = connections
+
+    def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
+        return _tracked_open(self, self.connections, http_class, req, **kwargs)
+
+
+class _TrackedTLS(urllib.request.HTTPSHandler):
+    """urllib's HTTPS handler, recording each connection it opens (for :func:`_cut`)."""
+
+    def __init__(self, connections: list[http.client.HTTPConnection]) -> None:
+        super().__init__()
+        self.connections = connections
+
+    def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
+        return _tracked_open(self, self.connections, http_class, req, **kwargs)
+
+
+def _tracked_open(
+    handler: urllib.request.AbstractHTTPHandler,
+    connections: list[http.client.HTTPConnection],
+    http_class: Any,
+    req: urllib.request.Request,
+    **kwargs: Any,
+) -> Any:
+    def connect(host: str, **options: Any) -> http.client.HTTPConnection:
+        connection = http_class(host, **options)
+        connections.append(connection)
+        return connection
+
+    return urllib.request.AbstractHTTPHandler.do_open(handler, connect, req, **kwargs)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect becomes an HTTPError (``http_30x``, not retried) instead of a request elsewhere."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _cut(connections: list[http.client.HTTPConnection]) -> None:
+    """Shut the sockets of ``connections``: a read blocked on them returns at once."""
+    for connection in connections:
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
 
 
 def _timeout(timeout_s: float) -> BackendFailure:
