@@ -73,3 +73,23 @@ def test_a_distillation_update_with_distill_coef_zero_says_why() -> None:
     trainer = Trainer(CompactStudent(CompactStudentConfig()), TrainerConfig(distill_coef=0.0))
     with pytest.raises(TrainingError, match="distill_coef 0 has nothing to train"):
         distill_update(trainer, batch, generator=torch.Generator().manual_seed(0))
+
+
+def test_the_oracle_is_not_watched_for_disagreement_behind_a_gateway(tmp_path) -> None:
+    import sys
+    from pathlib import Path
+
+    from aios_rl.campaign.train import ShellTraining
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+    from test_env import make_task
+
+    make_task(tmp_path)
+    config = ShellTrainConfig.model_validate({"epochs": 1, "tasks_per_epoch": 1, "group_size": 2, "workers": 1,
+                                              "teacher": "oracle,claude", "warm_start_epochs": 0})
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        training.run_epoch(1)
+        assert training.monitor.metrics()["teacher/disagreement_samples"] == 0  # every answer was the oracle's
+    finally:
+        training.close()

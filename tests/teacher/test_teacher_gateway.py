@@ -286,3 +286,25 @@ def test_teacher_shaped_objects_in_noise_never_raise_and_stay_in_range(
 def test_valid_reference_reply_round_trips() -> None:
     signal = gw({"claude": Scripted(ok())}, ("claude",)).signal(TASK, EPISODE)
     assert (signal.critique, signal.boundary) == (VALID["critique"], VALID["boundary"])
+
+
+def test_a_failing_cache_is_skipped_and_the_answer_kept(caplog: pytest.LogCaptureFixture) -> None:
+    from aios_rl.storage.teacher_cache import TeacherCache
+
+    cache = TeacherCache(None)
+    pages = cache._conn.execute("PRAGMA page_count").fetchone()[0]
+    cache._conn.execute(f"PRAGMA max_page_count={pages}")  # the cache's disk is full: nothing more fits
+    backend = Scripted(ok(json.dumps(VALID | {"critique": "x" * 9000})))
+    config = TeacherConfig(backend="claude", backoff_s=0.0, retries=0)
+    gateway = TeacherGateway(config, backends={"claude": backend}, cache=cache)  # type: ignore[dict-item]
+    with caplog.at_level(logging.WARNING):
+        signal = gateway.signal(TASK, EPISODE)
+    assert signal.status == "complete" and len(backend.calls) == 1
+    assert gateway.metrics()["teacher/cache_errors"] == 1 and "teacher cache skipped" in caplog.text
+
+
+def test_a_prompt_with_a_lone_surrogate_still_has_a_cache_key() -> None:
+    from aios_rl.storage.teacher_cache import cache_key
+
+    assert cache_key("claude", "m", "bad \ud800 text") != cache_key("claude", "m", "bad \ud801 text")
+    assert cache_key("claude", "m", "é") == cache_key("claude", "m", "é")

@@ -488,8 +488,10 @@ class ShellTraining:
             for episode in (*group.discarded, *group.episodes):
                 self.plane.record_episode(episode, admitted=False, lane=route_episode(episode))
                 # Judges are watched against verification; the oracle is ground truth (its shaping rewards
-                # partial progress on failed episodes by design), so it is not.
-                judged = self.teacher is not None and not isinstance(self.teacher, ShellOracle)
+                # partial progress on failed episodes by design), so it is not, whether it is the teacher or
+                # the backend of a gateway that answered this episode.
+                signal = episode.teacher_signal
+                judged = signal is not None and signal.backend != "oracle"
                 alarm = self.monitor.observe(episode) if judged else None
                 if alarm is not None:
                     self.plane.raise_alarm(alarm.kind, alarm.payload())

@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS teacher_cache (
 
 def cache_key(backend: str, model: str, prompt: str) -> str:
     """sha256 hex of the canonical JSON of ``[backend, model, prompt]`` (no separator ambiguity)."""
-    return hashlib.sha256(json.dumps([backend, model, prompt], ensure_ascii=False).encode()).hexdigest()
+    text = json.dumps([backend, model, prompt], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate hashes too
 
 
 @dataclass(frozen=True)
@@ -64,22 +65,36 @@ class TeacherCache:
             raise StorageError(f"{path or ':memory:'}: cannot open the teacher cache: {exc}") from None
 
     def get(self, key: str) -> CachedReply | None:
-        """The cached reply under ``key``, or None."""
+        """The cached reply under ``key``, or None.
+
+        Raises:
+            StorageError: the cache file cannot be read (locked past the timeout, corrupt...).
+        """
         with self._lock:
             sql = "SELECT reply, cost_usd FROM teacher_cache WHERE key = ?"
-            row = self._conn.execute(sql, (key,)).fetchone()
+            try:
+                row = self._conn.execute(sql, (key,)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise StorageError(f"{self.path or ':memory:'}: cannot read the teacher cache: {exc}") from None
         return CachedReply(str(row[0]), row[1]) if row else None
 
     def put(self, key: str, backend: str, model: str, reply: str, cost_usd: float | None) -> None:
-        """Store (or replace) the reply under ``key``."""
+        """Store (or replace) the reply under ``key``.
+
+        Raises:
+            StorageError: the cache file cannot be written (disk full, locked past the timeout...).
+        """
         now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         with self._lock:
-            self._conn.execute(
-                "INSERT INTO teacher_cache (key, backend, model, reply, cost_usd, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET reply = excluded.reply, cost_usd = excluded.cost_usd",
-                (key, backend, model, reply, cost_usd, now),
-            )
+            try:
+                self._conn.execute(
+                    "INSERT INTO teacher_cache (key, backend, model, reply, cost_usd, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET reply = excluded.reply, cost_usd = excluded.cost_usd",
+                    (key, backend, model, reply, cost_usd, now),
+                )
+            except sqlite3.DatabaseError as exc:
+                raise StorageError(f"{self.path or ':memory:'}: cannot write the teacher cache: {exc}") from None
 
     def __len__(self) -> int:
         with self._lock:

@@ -35,7 +35,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +45,7 @@ from pydantic import Field, field_validator, model_validator
 
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import Episode, Task, TeacherSignal
-from aios_rl.contracts.errors import AiosRlError, ConfigError
+from aios_rl.contracts.errors import AiosRlError, ConfigError, StorageError
 from aios_rl.contracts.protocols import Teacher
 from aios_rl.storage.teacher_cache import TeacherCache, cache_key
 from aios_rl.teacher.backend import BackendFailure, BackendReply, PromptBackend
@@ -287,9 +287,9 @@ class TeacherGateway:
         """The gateway's counters so far, as metric keys.
 
         ``teacher/signals``, ``teacher/status/<status>``, ``teacher/calls`` (and ``teacher/calls/<backend>``),
-        ``teacher/cache_hits``, ``teacher/cache_misses``, ``teacher/retries``, ``teacher/failures/<reason>``,
-        ``teacher/invalid/<kind>``, ``teacher/batch_all_failed``, ``teacher/call_latency_s_{sum,max,mean}``
-        and ``teacher/cost_usd``. Keys of events that never happened are absent (read them with a default).
+        ``teacher/cache_hits``, ``teacher/cache_misses``, ``teacher/cache_errors``, ``teacher/retries``,
+        ``teacher/failures/<reason>``, ``teacher/invalid/<kind>``, ``teacher/batch_all_failed``,
+        ``teacher/call_latency_s_{sum,max,mean}`` and ``teacher/cost_usd``. Keys of events that never happened are absent (read them with a default).
         """
         with self._lock:
             out = {key: float(value) for key, value in self._counts.items()} | self._sums
@@ -308,7 +308,7 @@ class TeacherGateway:
         backend = self._backends[name]
         key = cache_key(name, str(getattr(backend, "model", "")), prompt)
         if self._cache is not None:
-            hit = self._cache.get(key)
+            hit = self._cache_call(self._cache.get, key)
             if hit is not None and isinstance(answer := parse_reply(hit.reply), TeacherAnswer):
                 self._count("teacher/cache_hits")
                 return _Attempt(name, answer=answer, cost_usd=0.0)
@@ -357,8 +357,17 @@ class TeacherGateway:
             self._count(f"teacher/invalid/{parsed.kind}")
             return _Attempt(name, invalid=f"{parsed.kind}: {parsed.reason}", cost_usd=cost)
         if self._cache is not None:
-            self._cache.put(key, name, str(getattr(backend, "model", "")), text, cost)
+            self._cache_call(self._cache.put, key, name, str(getattr(backend, "model", "")), text, cost)
         return _Attempt(name, answer=parsed, cost_usd=cost)
+
+    def _cache_call(self, method: Callable[..., Any], *args: Any) -> Any:
+        """A cache read or write; a cache that fails (disk full, locked) is skipped, never the answer."""
+        try:
+            return method(*args)
+        except StorageError as exc:
+            logger.warning("teacher cache skipped: %s", exc)
+            self._count("teacher/cache_errors")
+            return None
 
     def _ask_oracle(self, task: Task, episode: Episode) -> _Attempt:
         try:
