@@ -60,3 +60,29 @@ def test_bad_sources_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="holds a compact student"):
         ShellTraining(tmp_path / "c", tasks, lm)
     assert not any((tmp_path / name).exists() for name in "abc")  # fixing the source needs no new --run
+
+
+def test_init_from_is_stored_absolute_and_a_lost_ancestor_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aios_rl.campaign.train import trained_task_ids
+
+    monkeypatch.chdir(tmp_path)
+    assert ShellTrainConfig(init_from="runs/a").init_from == str(tmp_path / "runs" / "a")
+    assert ShellTrainConfig(init_from="runs/a:ckpt-0001").init_from == f"{tmp_path / 'runs' / 'a'}:ckpt-0001"
+    # an ancestor that cannot be found is not read as "trained on nothing", and no store is made there
+    with pytest.raises(ConfigError, match="is gone"):
+        trained_task_ids(tmp_path / "gone")
+    assert not (tmp_path / "gone").exists()
+
+
+def test_a_run_continues_only_on_its_own_task_directory(tmp_path: Path) -> None:
+    make_task(tmp_path / "a")
+    make_task(tmp_path / "b")
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0)
+    ShellTraining(tmp_path / "run", tmp_path / "a" / "tasks", config).close()
+    with pytest.raises(ConfigError, match="not .*b/tasks"):
+        ShellTraining(tmp_path / "run", tmp_path / "b" / "tasks", config)
+    again = ShellTraining(tmp_path / "run", tmp_path / "a" / "tasks", config)
+    assert again.plane.store.get_meta("tasks_dir") == str((tmp_path / "a" / "tasks").resolve())
+    again.close()

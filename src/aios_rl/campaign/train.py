@@ -159,6 +159,9 @@ def trained_task_ids(run_dir: Path, *, depth: int = 8) -> set[str]:
     """The ids of the tasks a `shell train` run (and the runs it started from, ``init_from``) trained on: its
     task directory's train split without its own validation set. Empty for a directory that records no task
     set (a run of another command) or whose task directory is gone."""
+    if not (run_dir / "control.db").is_file():  # never open (and so create) a store where there is none
+        raise ConfigError(f"init_from: {run_dir}, a run this one descends from, is gone, so the tasks it "
+                          "trained on cannot be checked against the validation set")
     stored, tasks_dir = _stored_run(run_dir)
     if stored is None or tasks_dir is None or not Path(tasks_dir).is_dir():
         return set()
@@ -215,6 +218,10 @@ class ShellTraining:
         self.plane = ControlPlane(run_dir, config.control if new_run else None)
         try:
             self.config = resolve_stored_config(self.plane, config)
+            stored_tasks = self.plane.store.get_meta("tasks_dir")
+            if stored_tasks is not None and Path(stored_tasks) != Path(tasks_dir).resolve():
+                raise ConfigError(f"{run_dir} trains on the tasks in {stored_tasks}, not {tasks_dir}; continue it "
+                                  "with the same --tasks (or none) or use a new --run")
             self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
             self.tasks, self.val_tasks = split or validation_split(self.config.validation, train_tasks,
                                                                    self.config.seed)

@@ -4,6 +4,7 @@ after a run was stored take the value it ran with, and defaults that changed kee
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -118,6 +119,18 @@ class ShellTrainConfig(ConfigModel):
         "freeze count, snapshots), stored in RUN/control.db with the run; as `shell campaign`'s control.",
     )
     env: ShellEnvConfig = Field(default_factory=ShellEnvConfig, description="Shell environment settings.")
+
+    @field_validator("init_from")
+    @classmethod
+    def _absolute_source(cls, spec: str | None) -> str | None:
+        """The run directory of ``init_from`` made absolute (kept so in the stored configuration), so a run
+        that starts from it, or descends from this run, finds it from any working directory."""
+        if spec is None:
+            return None
+        if ":" not in spec:
+            return str(Path(spec).resolve())
+        run, _, name = spec.rpartition(":")
+        return f"{Path(run).resolve()}:{name}"
 
     @field_validator("allocator")
     @classmethod
