@@ -93,3 +93,28 @@ def test_the_oracle_is_not_watched_for_disagreement_behind_a_gateway(tmp_path) -
         assert training.monitor.metrics()["teacher/disagreement_samples"] == 0  # every answer was the oracle's
     finally:
         training.close()
+
+
+def test_a_run_with_an_api_key_in_its_config_resumes_with_the_key_given_again(tmp_path) -> None:
+    from aios_rl.campaign.online_config import CampaignConfig, resume_config
+    from aios_rl.campaign.train_config import TRAIN_CONFIG_KEY, resolve_stored_config
+    from aios_rl.control.plane import ControlPlane
+    from aios_rl.teacher.gateway import TeacherConfig
+    from aios_rl.teacher.http_backend import OpenAIBackendConfig
+
+    teacher = TeacherConfig(backend="openai", openai=OpenAIBackendConfig(api_key="sk-real"))
+    asked = ShellTrainConfig(teacher="openai", teacher_config=teacher)
+    plane = ControlPlane(tmp_path / "run")
+    try:
+        resolve_stored_config(plane, asked)
+        assert "sk-real" not in str(plane.store.get_meta(TRAIN_CONFIG_KEY))
+        resumed = resolve_stored_config(plane, asked)  # the same command again
+        assert resumed.teacher_config.openai.api_key.get_secret_value() == "sk-real"
+        stored = ShellTrainConfig.model_validate(plane.store.get_meta(TRAIN_CONFIG_KEY))
+        assert stored.teacher_config.openai.api_key is None  # the mask is never sent as a key
+    finally:
+        plane.close()
+    campaign = CampaignConfig(teacher="openai", teacher_config=teacher)
+    kept = CampaignConfig.model_validate(campaign.model_dump(mode="json"))
+    again = resume_config(kept, campaign, {})
+    assert again.teacher_config.openai.api_key.get_secret_value() == "sk-real"

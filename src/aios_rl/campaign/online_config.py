@@ -20,7 +20,7 @@ from aios_rl.control.plane import ControlPlane
 from aios_rl.control.reward import RewardConfig
 from aios_rl.envs.shell.env import ShellEnvConfig
 from aios_rl.storage.db import RunStore
-from aios_rl.teacher.gateway import TeacherConfig
+from aios_rl.teacher.gateway import TeacherConfig, with_api_key_of
 
 CAMPAIGN_KEY = "campaign"  # run meta: {"config", "campaign_id", "tasks_dir"}
 
@@ -78,6 +78,9 @@ def resume_config(
         ConfigError: naming every value that differs from the stored one.
     """
     differ = []
+    if given is not None:  # the API key is never stored: the one given now is kept
+        stored = stored.model_copy(update={"teacher_config": with_api_key_of(stored.teacher_config,
+                                                                             given.teacher_config)})
     if given is not None and given.model_copy(update={"max_tasks": stored.max_tasks}) != stored:
         differ.append("--config file")
     flat = stored.model_dump(mode="json")

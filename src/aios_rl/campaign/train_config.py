@@ -20,7 +20,7 @@ from aios_rl.control.reward import RewardConfig
 from aios_rl.envs.shell.env import ShellEnvConfig
 from aios_rl.rollout.allocators import AllocatorConfig, parse_allocator_name
 from aios_rl.teacher.calibrate import MonitorConfig
-from aios_rl.teacher.gateway import TeacherConfig
+from aios_rl.teacher.gateway import TeacherConfig, with_api_key_of
 
 TRAIN_CONFIG_KEY = "train_config"
 
@@ -225,7 +225,9 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
         stored_value = _stored_section(stored, path).get(path[-1])
         if stored_value == old_default and _get_path(asked, path) == _get_path(today, path):
             asked = _with_path(asked, path, old_default)
-    resolved = ShellTrainConfig.model_validate(stored).model_copy(update={"epochs": config.epochs})
+    resolved = ShellTrainConfig.model_validate(stored)
+    teacher = with_api_key_of(resolved.teacher_config, config.teacher_config)  # the key is never stored
+    resolved = resolved.model_copy(update={"epochs": config.epochs, "teacher_config": teacher})
     if resolved != asked:
         raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
     return resolved

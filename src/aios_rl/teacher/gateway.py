@@ -147,6 +147,13 @@ class TeacherConfig(ConfigModel):
         return self
 
 
+def with_api_key_of(config: TeacherConfig, source: TeacherConfig) -> TeacherConfig:
+    """``config`` (read back from a run's store, where the API key is never kept) with ``source``'s key: a
+    resumed run compares and runs with the key given now."""
+    openai = config.openai.model_copy(update={"api_key": source.openai.api_key})
+    return config.model_copy(update={"openai": openai})
+
+
 def make_backend(name: str, config: TeacherConfig) -> PromptBackend:
     """The built-in prompt backend ``name`` (not ``oracle``, which is an object the caller passes)."""
     name = resolve_backend(name)

@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.teacher.backend import BackendFailure, BackendReply
@@ -36,6 +36,7 @@ __all__ = ["OpenAIBackend", "OpenAIBackendConfig"]
 
 SYSTEM_PROMPT = "You are a strict, calibrated judge of agent episodes. Reply with one JSON object only."
 _MAX_BODY_BYTES = 4 * 1024 * 1024
+MASKED_SECRET = "**********"  # how pydantic dumps a SecretStr in JSON mode
 
 
 class OpenAIBackendConfig(ConfigModel):
@@ -51,7 +52,10 @@ class OpenAIBackendConfig(ConfigModel):
     max_tokens: int | None = Field(
         default=None, gt=0, description="Cap on reply tokens; default: the server's."
     )
-    api_key: SecretStr | None = Field(default=None, description="API key; default: read from api_key_env.")
+    api_key: SecretStr | None = Field(
+        default=None, description="API key; default: read from api_key_env. Never stored with a run: a stored "
+        "configuration holds it masked, which reads back as none.",
+    )
     api_key_env: str = Field(
         default="OPENAI_API_KEY", description="Environment variable holding the API key."
     )
@@ -61,6 +65,13 @@ class OpenAIBackendConfig(ConfigModel):
     price_per_output_token_usd: float | None = Field(
         default=None, ge=0.0, description="Dollars per completion token, for cost accounting; None: unknown."
     )
+
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _masked_is_none(cls, value: Any) -> Any:
+        # What model_dump(mode="json") stored in place of the key: never send the mask as a key.
+        return None if value == MASKED_SECRET else value
 
 
 class OpenAIBackend:
