@@ -69,3 +69,27 @@ def test_the_passes_fit_the_standing_targets_after_the_update(
     assert records[6]["train/consolidation_targets"] == demonstrations + archived
     assert records[6]["train/consolidation_loss"] > 0
     assert losses[6] < losses[0] - 0.05
+
+
+def test_a_warm_start_killed_before_its_line_is_not_distilled_again(
+    tmp_path: Path, kill_once
+) -> None:
+    from aios_rl.campaign import train as train_module
+
+    make_task(tmp_path)
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=3, workers=1)
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    killed = kill_once(train_module, "append_metrics")
+    with pytest.raises(killed):
+        training.warm_start()
+    committed = training.plane.state.lineage.active
+    training.close()
+    again = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        report = again.warm_start()
+        assert report is not None and report.checkpoint == committed
+        assert again.plane.state.lineage.checkpoints.keys() == {"ckpt-0000", committed}  # no second distillation
+        assert [r["phase"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == ["warm_start"]
+        assert again.warm_start() is None
+    finally:
+        again.close()

@@ -275,3 +275,23 @@ def test_shell_train_redistills_after_its_last_epoch(tmp_path: Path) -> None:
     assert [m["phase"] for m in summary["epochs_run"]] == ["rl"]  # the redistillation is not an epoch
     assert summary["redistill"]["phase"] == "redistill" and summary["redistill"]["discovered_tasks"] == 1
     assert summary["active"] == summary["redistill"]["checkpoint"]  # no gate: it becomes active
+
+
+def test_a_redistillation_killed_before_its_line_is_finished_before_the_next_epoch(
+    rl_run, tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]]
+) -> None:
+    copy = _copy(rl_run[0], tmp_path)
+    training = open_training(copy)
+    killed = kill_once(train_module, "append_metrics")
+    with pytest.raises(killed):
+        training.redistill(1)
+    redistilled = training.plane.store.get_meta(PENDING_EPOCH_KEY)["checkpoint"]
+    training.close()
+    more = open_training(copy, epochs=2)  # the run continued with another epoch instead of redistilling again
+    try:
+        report = more.run_epoch(2)
+        phases = [(r["phase"], r["checkpoint"]) for r in read_metrics(copy / "metrics.jsonl")]
+        assert phases[-2][0] == "redistill" and phases[-2][1] == redistilled  # its gate ran and its line is in
+        assert phases[-1] == ("rl", report.checkpoint)
+    finally:
+        more.close()

@@ -313,15 +313,21 @@ class ShellTraining:
         wanted = self.oracle_first and self.config.init_from is None and self.config.warm_start_epochs > 0
         if not wanted or "warm_start" in self._done_labels():
             return None
-        started = time.perf_counter()
-        demonstrations = self._demonstrations(progress)
-        stats = distill_passes(self.trainer, demonstrations, seed=self.config.seed,
-                               passes=self.config.warm_start_epochs)
-        checkpoint = self._checkpoint("warm_start", [])
-        record = {"epoch": 0, "phase": "warm_start", "checkpoint": checkpoint, "demonstrations": len(demonstrations),
-                  "tasks": len(self.tasks), "time/phase_s": time.perf_counter() - started} | stats.metrics()
+        record = self._unfinished(0, phase="warm_start")  # committed before a kill: only its line is missing
+        if record is None:
+            started = time.perf_counter()
+            demonstrations = self._demonstrations(progress)
+            stats = distill_passes(self.trainer, demonstrations, seed=self.config.seed,
+                                   passes=self.config.warm_start_epochs)
+            record = {"epoch": 0, "phase": "warm_start", "checkpoint": self._next_checkpoint_id(),
+                      "demonstrations": len(demonstrations), "tasks": len(self.tasks),
+                      "time/phase_s": time.perf_counter() - started} | stats.metrics()
+            self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
+            checkpoint = self._checkpoint("warm_start", [])
+            assert checkpoint == record["checkpoint"]
         append_metrics(self.metrics_path, record)
-        return EpochReport(0, checkpoint, record)
+        self.plane.store.set_meta(PENDING_EPOCH_KEY, None)
+        return EpochReport(0, record["checkpoint"], record)
 
     def _demonstrations(self, progress: Progress | None = None) -> DistillBatch:
         """The oracle's demonstrations on the training tasks (:mod:`aios_rl.campaign.demos`), built once per
@@ -443,6 +449,10 @@ class ShellTraining:
         of training a second update on top of the first.
         """
         started = time.perf_counter()
+        left = self._unfinished(epoch - 1, phase="redistill")
+        if left is not None:  # a redistillation killed before its line: finish it before training on top
+            self._finish(left, started, True, name=f"redistill-after-epoch-{epoch - 1}")
+            started = time.perf_counter()
         record = resumed = self._unfinished(epoch)
         if record is None:
             self.plane.ensure_can_update()  # a frozen lineage refuses before the rollouts, not after them
@@ -469,11 +479,11 @@ class ShellTraining:
         return EpochReport(record["epoch"], record["checkpoint"], record)
 
     def _unfinished(self, epoch: int, phase: str | None = None) -> dict[str, Any] | None:
-        """The stored record of ``epoch`` (of its redistillation with ``phase="redistill"``) if its update was
-        committed but its metrics line never written."""
+        """The stored record of ``epoch`` (of its redistillation with ``phase="redistill"``, of the warm start
+        with ``phase="warm_start"``) if its update was committed but its metrics line never written."""
         pending = self.plane.store.get_meta(PENDING_EPOCH_KEY)
-        redistill = pending is not None and pending["phase"] == "redistill"
-        if not pending or pending["epoch"] != epoch or redistill != (phase == "redistill"):
+        kind = pending["phase"] if pending and pending["phase"] in ("redistill", "warm_start") else None
+        if not pending or pending["epoch"] != epoch or kind != phase:
             return None
         lineage = self.plane.state.lineage
         checkpoint = lineage.checkpoints.get(pending["checkpoint"])
