@@ -210,3 +210,20 @@ def test_missing_executable_is_not_found(tools: FakeTools) -> None:
     with pytest.raises(BackendFailure) as info:
         backend.complete("p", 5)
     assert info.value.reason == "not_found" and not info.value.retryable
+
+
+def test_a_tool_that_answers_and_leaves_a_child_running(tmp_path: Path) -> None:
+    tool = tmp_path / "claude"
+    marker = tmp_path / "child.pid"
+    answer = '{"result": "{\\"shaping\\": 0.5, \\"confidence\\": 0.9}", "is_error": false}'
+    # the helper inherits stdout, so reading until end of output would wait for it
+    tool.write_text(f"#!/bin/sh\necho '{answer}'\nsleep 30 &\necho $! > {marker}\nexit 0\n")
+    tool.chmod(0o755)
+    start = time.monotonic()
+    reply = CliBackend("claude", CliBackendConfig(executable=str(tool))).complete("hi", 10.0)
+    assert '"shaping": 0.5' in reply.text and time.monotonic() - start < 5.0  # answered, not timed out
+    pid = int(marker.read_text())
+    deadline = time.monotonic() + 3.0
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid), "the tool's leftover child outlived the call"

@@ -41,6 +41,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,7 @@ __all__ = ["CLI_TOOLS", "CliBackend", "CliBackendConfig", "CliTool"]
 logger = logging.getLogger(__name__)
 
 _STDERR_TAIL = 400
+_POLL_S = 0.2  # how often a running tool is checked for having exited
 
 
 class CliBackendConfig(ConfigModel):
@@ -242,7 +244,9 @@ class CliBackend:
 
 
 def _run(argv: list[str], timeout_s: float, cwd: str) -> tuple[int, bytes, bytes]:
-    """Run ``argv`` with stdin closed in its own process group; kill the whole group on timeout."""
+    """Run ``argv`` with stdin closed in its own process group; the whole group is killed when the call
+    ends, so nothing the tool started outlives it. Once the tool itself has exited, a leftover child that
+    still holds its pipes is killed and the tool's answer read (not waited on until the timeout)."""
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
@@ -250,15 +254,38 @@ def _run(argv: list[str], timeout_s: float, cwd: str) -> tuple[int, bytes, bytes
         )
     except OSError as exc:
         raise _fail("spawn_failed", f"cannot start {argv[0]}: {exc}") from None
+    deadline = time.monotonic() + timeout_s
     try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise _fail("timeout", f"{os.path.basename(argv[0])} gave no answer within {timeout_s:g}s; "
-                    "its process group was killed", retryable=True) from None
+        while True:
+            try:
+                out, err = proc.communicate(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if proc.poll() is not None:  # the tool is done; a child it left holds the pipes open
+                    _signal_group(proc.pid)
+                    try:
+                        out, err = proc.communicate(timeout=2.0)
+                    except subprocess.TimeoutExpired:  # a descendant left the group and keeps the pipes
+                        _kill_group(proc)
+                        raise _fail("timeout", f"{os.path.basename(argv[0])} exited but its output pipes "
+                                    "stayed open", retryable=True) from None
+                    break
+                if time.monotonic() >= deadline:
+                    raise _fail("timeout", f"{os.path.basename(argv[0])} gave no answer within {timeout_s:g}s; "
+                                "its process group was killed", retryable=True) from None
     finally:
         if proc.returncode is None:
             _kill_group(proc)
+        else:
+            _signal_group(proc.pid)  # what the tool left running in its group
     return proc.returncode, out, err
+
+
+def _signal_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # nothing left in the group
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
