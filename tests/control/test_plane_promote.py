@@ -96,3 +96,45 @@ def test_meta_values_commit_with_the_pointer_move_or_not_at_all(tmp_path: Path) 
         assert reopened.lineage.active == "c1"
     finally:
         plane.close()
+
+
+def test_a_run_stored_before_the_fold_rules_had_a_version_reopens_to_its_state(tmp_path: Path) -> None:
+    from aios_rl.contracts.episode import Comparison, Episode, Observation, Step
+    from aios_rl.control.ledger import LedgerConfig
+    from aios_rl.control.plane import CONFIG_KEY
+
+    ledger = LedgerConfig(batch_size=1, monitor_window=1, max_monitor_windows=3, rollback_threshold=10)
+    plane = ControlPlane(tmp_path / "run", ControlConfig(ledger=ledger, semantics=1))  # as the old code folded
+
+    def episode(version: str, status: str = "completed", outcome: str | None = None) -> Episode:
+        step = Step(observation=Observation(text="o", candidates=["a"]), action="a", logprob=0.0, entropy=0.0,
+                    terminated=True)
+        comparison = None if outcome is None and status == "completed" else Comparison(
+            status=status, relative_outcome=outcome, candidate_checkpoint=version, reference_checkpoint="c0")
+        return Episode(environment="shell", task_id="t", trajectory=[step], outcome="failure", reward=-1.0,
+                       env_reward=-1.0, policy_version=version, comparison=comparison)
+
+    plane.save_checkpoint("c0", {"w": torch.zeros(1)}, {})
+    plane.initialize("c0")
+    plane.open_epoch()
+    plane.record_episode(episode("c0"), admitted=True, lane="neutral")
+    plane.save_checkpoint("c1", {"w": torch.ones(1)}, {}, parent="c0")
+    plane.complete_update("c1")
+    for _ in range(3):  # three windows reopened for a failed comparison: under version 1 none of them counted
+        plane.record_comparison(episode("c1", status="comparison_failed"))
+        plane.close_epoch(plane.pending_decision())
+    plane.record_comparison(episode("c1", outcome="better"))
+    plane.close_epoch(plane.pending_decision())
+    state = plane.state
+    assert state.lineage.last_stable == "c1" and state.ledger.current.close_reason == "promoted"
+    stored = plane.store.get_meta(CONFIG_KEY)
+    del stored["semantics"]  # what the old code stored
+    plane.store.set_meta(CONFIG_KEY, stored)
+    plane.close()
+    reopened = ControlPlane(tmp_path / "run", writer=False)
+    try:
+        assert reopened.config.semantics == 1 and reopened.state == state
+        assert reopened.replay_from_scratch() == state
+    finally:
+        reopened.close()
+    assert ControlConfig().semantics == 2  # new runs fold under today's rules

@@ -45,6 +45,15 @@ class ControlConfig(ConfigModel):
         default=3, ge=0, description="More rollbacks in a row than this freeze the lineage."
     )
     snapshot_every: int = Field(default=64, ge=1, description="Write a state snapshot every N events.")
+    semantics: int = Field(
+        default=2,
+        ge=1,
+        le=2,
+        description="Fold rules the run's events were written under (a stored run keeps its own, so it reopens "
+        "to the state it had). 2: windows reopened for failed comparisons or missing coverage count toward "
+        "ledger.max_monitor_windows, and an epoch closed as no_improvement ends a row of rollbacks. 1: runs "
+        "stored before that, where neither did.",
+    )
 
 
 class Event(Record):
@@ -110,7 +119,7 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
                 pool = pool.add(_entry(p, lane, led), config.replay)
         case "epoch.closed":
             decision = p["decision"]
-            led = ledger.close(led, decision, config.ledger)
+            led = ledger.close(led, decision, config.ledger, count_reopened=config.semantics >= 2)
             if decision == "promote":
                 lin = lineage.promote(lin, p.get("reason", "epoch promoted"))
             elif decision == "rollback":
@@ -119,7 +128,7 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
                 )
                 for episode_id in p.get("trigger_episodes", []):
                     pool = pool.move(episode_id, "negative", config.replay)
-            elif led.current is not None and led.current.close_reason == "no_improvement":
+            elif config.semantics >= 2 and led.current is not None and led.current.close_reason == "no_improvement":
                 lin = lineage.survive(lin)
         case "lineage.rolled_back":
             lin = lineage.rollback(lin, p.get("reason", "manual"), max_consecutive=config.max_consecutive_rollbacks)

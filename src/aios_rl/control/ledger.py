@@ -4,8 +4,9 @@ An update epoch runs ``collection → update → monitoring → closed``. Collec
 ``batch_size`` admitted episodes (phase ``update``); a completed update starts monitoring, where every task
 is also run under ``pre_update_ref`` and the matched comparison feeds the streak. Reopen rules: a failed
 update returns the epoch to ``collection`` (its batch kept for diagnosis); a ``replay_only`` close (failed
-comparisons or insufficient coverage) returns it to ``monitoring`` with fresh results and the same streak.
-All functions are pure; see ARCHITECTURE §5 and ``reference/original-aios-rl.md`` §3 for the semantics.
+comparisons or insufficient coverage) returns it to ``monitoring`` with fresh results and the same streak,
+and counts as a window toward ``max_monitor_windows`` like an undecided one, after which the epoch closes as
+``no_improvement`` (runs stored under ``ControlConfig.semantics`` 1 did not count it). All functions are pure; see ARCHITECTURE §5 and ``reference/original-aios-rl.md`` §3 for the semantics.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ class EpochState(Record):
     results: list[ComparisonResult] = Field(default_factory=list, description="Comparisons this window.")
     monitored: list[str] = Field(default_factory=list, description="Admitted post-update episode ids.")
     streak: int = Field(default=0, ge=0)
-    windows: int = Field(default=0, ge=0, description="Monitoring windows completed without a decision.")
+    windows: int = Field(
+        default=0, ge=0, description="Monitoring windows completed without a promotion or rollback (undecided, "
+        "failed comparisons or missing coverage)."
+    )
     close_reason: str | None = None
 
 
@@ -184,9 +188,17 @@ def decide_close(epoch: EpochState, config: LedgerConfig, *, coverage_ok: bool =
     return "keep_monitoring"
 
 
-def close(state: LedgerState, decision: CloseDecision, config: LedgerConfig) -> LedgerState:
-    """Apply a close decision: close the epoch, reopen it for replay, or start another window."""
+def close(
+    state: LedgerState, decision: CloseDecision, config: LedgerConfig, *, count_reopened: bool = True
+) -> LedgerState:
+    """Apply a close decision: close the epoch, reopen it for replay, or start another window.
+
+    ``count_reopened`` False folds a run stored before reopened windows counted toward the limit
+    (``ControlConfig.semantics`` 1): a reopen then starts a fresh window without counting it.
+    """
     epoch = _require_phase(state, "monitoring")
+    if not count_reopened and decision in ("insufficient_coverage", "failed_comparisons"):
+        return state.model_copy(update={"current": epoch.model_copy(update={"results": []})})
     if decision in ("insufficient_coverage", "failed_comparisons", "keep_monitoring"):
         # A fresh window with the same pointer pair and the streak carried on (for the first two this is the
         # reopen rule replay_only). Every window counts toward the limit, so an epoch that keeps failing a

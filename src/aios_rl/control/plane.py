@@ -69,8 +69,9 @@ class ControlPlane:
             if self.writer:  # a reader never writes: the writer creating the run stores its own config
                 self.store.set_meta(CONFIG_KEY, resolved.model_dump(mode="json"))
             return resolved
-        resolved = ControlConfig.model_validate(stored)
-        if config is not None and config != resolved:
+        # A run stored before the fold rules had a version was written under version 1.
+        resolved = ControlConfig.model_validate({"semantics": 1} | stored)
+        if config is not None and config.model_copy(update={"semantics": resolved.semantics}) != resolved:
             raise ConfigError(
                 f"{self.run_dir} was created with a different control config; "
                 "reuse it unchanged or start a new run directory"
