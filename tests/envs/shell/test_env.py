@@ -236,7 +236,7 @@ def test_the_verdict_ignores_edits_to_the_tests_and_their_set_up(env: ShellBugfi
 
 
 def test_with_restored_puts_protected_paths_back_exactly() -> None:
-    from aios_rl.envs.shell.env import judge_file
+    from aios_rl.envs.shell.candidates import judge_file
     from aios_rl.envs.shell.workspace import FileEntry, with_restored
 
     def tree(files: dict[str, str]) -> tuple:

@@ -124,6 +124,13 @@ def test_invalid_tasks_say_why(tmp_path: Path, sandbox) -> None:
     assert [c.verdict for c in checks.values()] == ["invalid"] * 4 + ["valid"]
 
 
+def test_a_reference_patch_that_edits_the_tests_is_invalid(tmp_path: Path, sandbox) -> None:
+    weaken = unified_diff(TESTS, TESTS.replace("assert add(2, 3) == 5", "assert True"), "tests/test_calc.py")
+    check = check_task(make_task(tmp_path, "weakens", BUGGY, weaken), sandbox)
+    assert check.verdict == "invalid" and check.reason.startswith("reference patch changes tests/test_calc.py")
+    assert "the verifier puts back" in check.reason
+
+
 def test_timeout_is_invalid(tmp_path: Path, sandbox) -> None:
     looping = GOOD.replace("return -a", "while True:\n        pass")
     task = make_task(tmp_path, "loops", looping, unified_diff(looping, GOOD, "calc.py"), timeout_s=3)

@@ -185,6 +185,21 @@ def is_test_file(path: str) -> bool:
     return in_tests or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
 
 
+# Besides the tests, files the verifier takes as they were at reset: pytest's configuration and modules that
+# would shadow pytest or run at interpreter start-up.
+_JUDGE_FILES = frozenset({
+    "conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "pytest.py", "sitecustomize.py",
+    "usercustomize.py",
+})
+
+
+def judge_file(path: str) -> bool:
+    """Whether ``path`` is one the verifier restores to its state at reset before judging: a test module or
+    fixture, pytest's configuration, or a module that would shadow pytest or run at interpreter start-up."""
+    parts = PurePosixPath(path).parts
+    return is_test_file(path) or parts[-1] in _JUDGE_FILES or parts[0] in ("pytest", "_pytest")
+
+
 def source_files(paths: Iterable[str]) -> list[str]:
     """Non-test Python files among ``paths``, sorted."""
     return sorted(p for p in paths if p.endswith(".py") and not is_test_file(p))

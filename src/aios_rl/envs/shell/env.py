@@ -52,7 +52,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -68,6 +68,7 @@ from aios_rl.envs.shell.candidates import (
     assemble,
     attempts_of,
     is_test_file,
+    judge_file,
     patch_pool,
 )
 from aios_rl.envs.shell.mutate import apply_search_replace, apply_unified_diff
@@ -99,12 +100,6 @@ from aios_rl.envs.shell.workspace import (
 logger = logging.getLogger(__name__)
 
 ENV_ID = "shell/bugfix-v1"
-# Files the verdict must not take from the student: pytest's configuration and modules that would shadow
-# pytest or run at interpreter start-up (the tests themselves: candidates.is_test_file).
-_JUDGE_FILES = frozenset({
-    "conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "pytest.py", "sitecustomize.py",
-    "usercustomize.py",
-})
 _POOL_CACHE_SIZE = 16
 
 
@@ -659,13 +654,6 @@ def _observation_features(state: EpisodeState, max_steps: int) -> dict[str, floa
         "tests_passed": float(len(run.passing) if run else 0),
         "baseline_failed": float(state.baseline.n_failed),
     }
-
-
-def judge_file(path: str) -> bool:
-    """Whether ``path`` is one the verifier restores to its state at reset before judging: a test module or
-    fixture, pytest's configuration, or a module that would shadow pytest or run at interpreter start-up."""
-    parts = PurePosixPath(path).parts
-    return is_test_file(path) or parts[-1] in _JUDGE_FILES or parts[0] in ("pytest", "_pytest")
 
 
 def _evidence(state: EpisodeState, run: SuiteRun, files: FileTree) -> dict[str, Any]:

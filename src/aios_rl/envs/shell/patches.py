@@ -125,6 +125,15 @@ def edited_lines(diff: str) -> list[tuple[str, int]]:
     return [(new or old or "", hunk.first_change) for old, new, hunks in _parse_diff(diff) for hunk in hunks]
 
 
+def diff_paths(diff: str) -> list[str]:
+    """The paths a unified diff creates, changes or deletes, in order.
+
+    Raises:
+        EnvError: on a malformed diff.
+    """
+    return [new or old for old, new, _ in _parse_diff(diff) if (new or old) is not None]  # type: ignore[misc]
+
+
 def _parse_diff(diff: str) -> list[tuple[str | None, str | None, list[_Hunk]]]:
     # A diff pasted without its final newline still means full lines; only "\ No newline" says otherwise.
     lines = split_lines(diff if diff.endswith("\n") else diff + "\n")

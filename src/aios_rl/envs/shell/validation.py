@@ -27,7 +27,9 @@ from tqdm import tqdm
 
 from aios_rl.contracts.episode import Record
 from aios_rl.contracts.errors import ContractError, EnvError
+from aios_rl.envs.shell.candidates import judge_file
 from aios_rl.envs.shell.mutate import apply_unified_diff
+from aios_rl.envs.shell.patches import diff_paths
 from aios_rl.envs.shell.pytest_output import is_pytest, parse_pytest
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.task import IGNORED_IN_COPIES, MANIFEST, REPO, ShellTaskManifest, read_manifest
@@ -246,6 +248,14 @@ def check_task(task_dir: Path, sandbox: Sandbox) -> TaskCheck:
         return _invalid(task_id, f"target tests do not fail as given: {', '.join(missing[:3])}", given=given)
     patched = None
     if manifest.reference_patch is not None:
+        try:
+            restored = [path for path in diff_paths(manifest.reference_patch) if judge_file(path)]
+        except EnvError as exc:
+            return _invalid(task_id, f"reference patch does not apply: {exc}", given=given)
+        if restored:
+            return _invalid(task_id, f"reference patch changes {', '.join(restored[:3])}, which the verifier "
+                            "puts back as it was before judging (tests and their set-up); the fix must be in "
+                            "the code", given=given)
         try:
             patched = run_suite(repo, command, timeout, sandbox, patch=manifest.reference_patch)
         except EnvError as exc:
