@@ -467,7 +467,13 @@ def test_a_search_replace_edit_keeps_the_files_line_endings(tmp_path: Path, sand
     try:
         env.reset(task, seed=0)
         env.step(json.dumps({"action": "patch", "path": "calc.py", "search": "return a - b",
-                             "replace": "return a + b"}))
-        assert _files(env)["calc.py"] == crlf.replace("return a - b", "return a + b").encode()
+                             "replace": "return a - b  # still wrong"}))
+        noted = crlf.replace("return a - b", "return a - b  # still wrong")
+        assert _files(env)["calc.py"] == noted.encode()  # every other line keeps its CRLF
+        # a multi-line edit quoted with plain newlines, as an agent reads the file, takes its CRLF endings
+        env.step(json.dumps({"action": "patch", "path": "calc.py",
+                             "search": "def add(a, b):\n    return a - b  # still wrong",
+                             "replace": "def add(a, b):\n    # fixed\n    return a + b"}))
+        assert _files(env)["calc.py"] == crlf.replace("return a - b", "# fixed\r\n    return a + b").encode()
     finally:
         env.close()

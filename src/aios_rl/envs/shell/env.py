@@ -482,7 +482,11 @@ class ShellBugfixEnv:
             text = target.read_bytes().decode("utf-8")  # bytes: the file's own line endings stay as they are
         except UnicodeDecodeError as exc:
             raise EnvError(f"edit targets {edit.path!r}, which is not UTF-8 text: {exc}") from None
-        target.write_bytes(apply_search_replace(text, edit.search, edit.replace).encode("utf-8"))
+        search, replace = edit.search, edit.replace
+        if "\r\n" in text and "\n" in search and "\r\n" not in search:
+            # a CRLF file quoted with plain newlines (as a read shows it): the edit takes the file's endings
+            search, replace = search.replace("\n", "\r\n"), replace.replace("\n", "\r\n")
+        target.write_bytes(apply_search_replace(text, search, replace).encode("utf-8"))
         return edit.path
 
     # ------------------------------------------------------------------ helpers
