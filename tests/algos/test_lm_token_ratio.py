@@ -159,7 +159,7 @@ def test_a_generating_student_is_clipped_per_token_and_agg_weighs_the_tokens(mod
     groups = [0, 0, 0, 1]  # group 0 rewards (1, -1, 1): advantages that do not cancel
     tokens = torch.tensor([float(sum(e.trajectory[0].loss_mask)) for e in episodes])  # (4,) answer lengths
     got = {}
-    for agg in ("token-mean", "seq-mean-token-sum"):
+    for agg in ("token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"):
         policy = generating(model_dir)
         config = TrainerConfig(algo=algo, agg=agg, minibatch_size=1000, update_epochs=1, step_advantage_coef=0.0)
         trainer = Trainer(policy, config)
@@ -173,4 +173,7 @@ def test_a_generating_student_is_clipped_per_token_and_agg_weighs_the_tokens(mod
     weighted = float((adv * tokens).sum())
     assert got["token-mean"] == pytest.approx(-weighted / float(tokens.sum()), abs=1e-5)
     assert got["seq-mean-token-sum"] == pytest.approx(-weighted / len(episodes), abs=1e-5)
+    # Dr. GRPO's constant is the update's longest answer, whatever the minibatch holds
+    longest = max(len(e.trajectory[0].token_ids) for e in episodes)
+    assert got["seq-mean-token-sum-norm"] == pytest.approx(-weighted / len(episodes) / longest, abs=1e-5)
     assert len(set(tokens.tolist())) > 1 and tokens.min() > 1  # per action, both modes would give one loss

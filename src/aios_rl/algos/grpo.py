@@ -86,7 +86,7 @@ def grpo_update(
         width = logprobs.shape[1]
         policy_loss, clip = losses.clipped_surrogate(
             logprobs, fit_width(old[idx], width), adv[idx][:, None].expand(-1, width), mask,
-            cfg.eps_low, cfg.eps_high, cfg.agg,
+            cfg.eps_low, cfg.eps_high, cfg.agg, max_len=old.shape[1],  # one constant for the whole update
         )
         entropy = ev.entropy.mean()
         loss = policy_loss - cfg.entropy_coef * entropy

@@ -67,7 +67,7 @@ def ppo_update(
         width = logprobs.shape[1]
         policy_loss, clip = losses.clipped_surrogate(
             logprobs, fit_width(old[idx], width), adv[idx][:, None].expand(-1, width), mask,
-            cfg.eps_low, cfg.eps_high, cfg.agg,
+            cfg.eps_low, cfg.eps_high, cfg.agg, max_len=old.shape[1],  # one constant for the whole update
         )
         step = torch.ones((len(idx), 1), dtype=torch.bool)  # one value per step
         v_loss = losses.value_loss(
