@@ -202,3 +202,34 @@ def test_a_redirect_is_refused_and_the_key_stays_home(monkeypatch: pytest.Monkey
         for server in (elsewhere, api):
             server.shutdown()
             server.server_close()
+
+
+def test_a_body_that_stalls_after_its_first_bytes_is_bounded_by_the_deadline() -> None:
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve() -> None:  # headers at once, a body byte every 0.3 s for 1.5 s, then silence
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+            try:
+                for _ in range(5):
+                    conn.sendall(b"x")
+                    time.sleep(0.3)
+                time.sleep(5)
+            except OSError:
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    backend = OpenAIBackend(OpenAIBackendConfig(base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1"))
+    start = time.monotonic()
+    with pytest.raises(BackendFailure) as failure:
+        backend.complete("hi", 2.0)
+    # cut at the deadline, not at the socket's own timeout after the last byte (about 3.5 s)
+    assert failure.value.reason == "timeout" and time.monotonic() - start < 2.8
+    listener.close()

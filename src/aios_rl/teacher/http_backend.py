@@ -146,9 +146,9 @@ def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> b
     timeout applies to each read). Redirects are refused, so the key never travels to another origin.
     """
     deadline = time.monotonic() + timeout_s
-    connections: list[http.client.HTTPConnection] = []
-    opener = urllib.request.build_opener(_Tracked(connections), _TrackedTLS(connections), _NoRedirect)
-    watchdog = threading.Timer(timeout_s, _cut, args=(connections,))
+    sockets: list[socket.socket] = []
+    opener = urllib.request.build_opener(_Tracked(sockets), _TrackedTLS(sockets), _NoRedirect)
+    watchdog = threading.Timer(timeout_s, _cut, args=(sockets,))
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -165,6 +165,8 @@ def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> b
                 if size > _MAX_BODY_BYTES:
                     detail = f"openai: body larger than {_MAX_BODY_BYTES} bytes"
                     raise BackendFailure("malformed_envelope", detail)
+            if time.monotonic() >= deadline:  # the watchdog ended the body: what came is not all of it
+                raise _timeout(timeout_s)
             return b"".join(chunks)
     except BackendFailure:
         raise
@@ -183,40 +185,46 @@ def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> b
 
 
 class _Tracked(urllib.request.HTTPHandler):
-    """urllib's HTTP handler, recording each connection it opens (for :func:`_cut`)."""
+    """urllib's HTTP handler, keeping the socket of each connection it opens (for :func:`_cut`)."""
 
-    def __init__(self, connections: list[http.client.HTTPConnection]) -> None:
+    def __init__(self, sockets: list[socket.socket]) -> None:
         super().__init__()
-        self.connections = connections
+        self.sockets = sockets
 
     def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
-        return _tracked_open(self, self.connections, http_class, req, **kwargs)
+        return _tracked_open(self, self.sockets, http_class, req, **kwargs)
 
 
 class _TrackedTLS(urllib.request.HTTPSHandler):
-    """urllib's HTTPS handler, recording each connection it opens (for :func:`_cut`)."""
+    """urllib's HTTPS handler, keeping the socket of each connection it opens (for :func:`_cut`)."""
 
-    def __init__(self, connections: list[http.client.HTTPConnection]) -> None:
+    def __init__(self, sockets: list[socket.socket]) -> None:
         super().__init__()
-        self.connections = connections
+        self.sockets = sockets
 
     def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
-        return _tracked_open(self, self.connections, http_class, req, **kwargs)
+        return _tracked_open(self, self.sockets, http_class, req, **kwargs)
 
 
 def _tracked_open(
     handler: urllib.request.AbstractHTTPHandler,
-    connections: list[http.client.HTTPConnection],
+    sockets: list[socket.socket],
     http_class: Any,
     req: urllib.request.Request,
     **kwargs: Any,
 ) -> Any:
-    def connect(host: str, **options: Any) -> http.client.HTTPConnection:
+    def make(host: str, **options: Any) -> http.client.HTTPConnection:
         connection = http_class(host, **options)
-        connections.append(connection)
+        opened = connection.connect
+
+        def connect() -> None:  # the socket is kept here: urllib drops connection.sock once headers are read
+            opened()
+            sockets.append(connection.sock)
+
+        connection.connect = connect  # type: ignore[method-assign]
         return connection
 
-    return urllib.request.AbstractHTTPHandler.do_open(handler, connect, req, **kwargs)
+    return urllib.request.AbstractHTTPHandler.do_open(handler, make, req, **kwargs)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -226,15 +234,13 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _cut(connections: list[http.client.HTTPConnection]) -> None:
-    """Shut the sockets of ``connections``: a read blocked on them returns at once."""
-    for connection in connections:
-        sock = getattr(connection, "sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed
+def _cut(sockets: list[socket.socket]) -> None:
+    """Shut ``sockets``: a read blocked on one returns at once (headers or body)."""
+    for sock in sockets:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed
 
 
 def _timeout(timeout_s: float) -> BackendFailure:
