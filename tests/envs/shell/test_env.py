@@ -477,3 +477,17 @@ def test_a_search_replace_edit_keeps_the_files_line_endings(tmp_path: Path, sand
         assert _files(env)["calc.py"] == crlf.replace("return a - b", "# fixed\r\n    return a + b").encode()
     finally:
         env.close()
+
+
+def test_a_command_that_fills_the_working_copy_has_its_files_undone(tmp_path: Path, sandbox: Sandbox) -> None:
+    big = "open('blob', 'wb').write(b'x' * 3_000_000)\n"
+    task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": TESTS, "big.py": big})
+    env = ShellBugfixEnv(ShellEnvConfig(max_copy_bytes=2_000_000), sandbox=sandbox)
+    try:
+        env.reset(task, seed=0)
+        result = env.step("run python big.py")
+        assert "its file changes were undone" in result.observation.text
+        assert "blob" not in _files(env) and not (env._repo / "blob").exists()
+        assert env.verify().outcome == "failure"  # the episode goes on, on the copy as it was
+    finally:
+        env.close()

@@ -93,6 +93,7 @@ from aios_rl.envs.shell.workspace import (
     new_workdir,
     python_sources,
     read_tree,
+    tree_bytes,
     with_restored,
     write_tree,
 )
@@ -115,6 +116,10 @@ class ShellEnvConfig(ConfigModel):
     output_cap_chars: int = Field(default=2000, description="Characters of command output shown (last kept).")
     read_cap_chars: int = Field(default=6000, description="Characters of a read file shown (beginning kept).")
     max_candidates: int = Field(default=256, description="Most candidate actions offered per observation.")
+    max_copy_bytes: int = Field(
+        default=256 * 1024 * 1024, gt=0, description="Largest the working copy may grow: a command that leaves "
+        "it bigger has its file changes undone (the host reads the copy after every command).",
+    )
     small_repo_functions: int = Field(
         default=20, description="Offer patches in every function when the repo has at most this many."
     )
@@ -519,16 +524,27 @@ class ShellBugfixEnv:
         known = None if fresh else memo.get(key, timeout_s)
         if known is not None:
             return known, before
-        result = self._sandbox_run(argv, timeout_s)
+        result = self._sandbox_run(argv, timeout_s, before)
         after = read_tree(self._repo)
         if not result.timed_out and after == before:
             memo.put(key, result, result.duration_s)
         return result, after
 
-    def _sandbox_run(self, argv: list[str], timeout_s: float) -> Any:
+    def _sandbox_run(self, argv: list[str], timeout_s: float, before: FileTree | None = None) -> Any:
+        """Run ``argv`` in the sandbox on the working copy. A command that leaves the copy bigger than
+        ``max_copy_bytes`` has its file changes undone (``before``: the copy as it was, read if not given),
+        and its output says so: the copy is read into memory after every command."""
         if self._sandbox is None:
             self._sandbox = Sandbox(self.config.sandbox)
-        return self._sandbox.run(argv, self._repo, timeout_s=timeout_s)
+        before = read_tree(self._repo) if before is None else before
+        result = self._sandbox.run(argv, self._repo, timeout_s=timeout_s)
+        size = tree_bytes(self._repo)
+        if size > self.config.max_copy_bytes:
+            write_tree(self._repo, before)
+            note = (f"\n[the command left {size // 2**20} MiB in the working copy, more than "
+                    f"{self.config.max_copy_bytes // 2**20} MiB; its file changes were undone]")
+            result = result.model_copy(update={"stderr": result.stderr + note})
+        return result
 
     def _observe(self, state: EpisodeState, files: FileTree) -> Observation:
         sources = python_sources(files)

@@ -56,6 +56,21 @@ def read_tree(root: Path) -> FileTree:
     return tuple(sorted(entries))
 
 
+def tree_bytes(root: Path) -> int:
+    """The bytes of every regular file under ``root`` (caches included, links not followed), from ``lstat``
+    alone: cheap to ask before reading a working copy that a command may have filled."""
+    total = 0
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            try:
+                info = os.lstat(os.path.join(dirpath, name))
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total
+
+
 def write_tree(root: Path, tree: FileTree) -> None:
     """Make ``root`` hold exactly ``tree``: remove everything else, then write every entry."""
     if root.exists():
