@@ -127,3 +127,9 @@ def test_parse_never_raises(reply: str | bytes) -> None:
     assert isinstance(got, TeacherAnswer | ReplyProblem)
     if isinstance(got, TeacherAnswer):
         assert -1 <= got.shaping <= 1 and 0 <= got.confidence <= 1
+
+
+def test_a_fenced_object_without_shaping_does_not_hide_the_bare_answer() -> None:
+    reply = 'Run it with\n```json\n{"timeout": 5}\n```\nMy verdict: {"shaping": 0.5, "confidence": 0.8}'
+    answer = parse_reply(reply)
+    assert isinstance(answer, TeacherAnswer) and answer.shaping == 0.5

@@ -158,7 +158,11 @@ def _stored_run(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
 def trained_task_ids(run_dir: Path, *, depth: int = 8) -> set[str]:
     """The ids of the tasks a `shell train` run (and the runs it started from, ``init_from``) trained on: its
     task directory's train split without its own validation set. Empty for a directory that records no task
-    set (a run of another command) or whose task directory is gone."""
+    set (a run of another command) or whose task directory is gone.
+
+    Raises:
+        ConfigError: ``run_dir`` (or a run it started from) is not a run directory any more.
+    """
     if not (run_dir / "control.db").is_file():  # never open (and so create) a store where there is none
         raise ConfigError(f"init_from: {run_dir}, a run this one descends from, is gone, so the tasks it "
                           "trained on cannot be checked against the validation set")

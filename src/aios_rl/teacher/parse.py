@@ -9,9 +9,10 @@ strict. The reply must hold one JSON object with these keys (the prompt asks for
 Extraction (:func:`extract_object`), first match wins:
 
 1. the first ```` ```json ```` (or bare ```` ``` ````) fenced block that decodes to an object holding a
-   ``shaping`` key, then any fenced object;
-2. otherwise the first bare ``{...}`` in the text that decodes to an object holding ``shaping``, then the
-   first bare object at all. Decoding uses :meth:`json.JSONDecoder.raw_decode`, so braces inside JSON
+   ``shaping`` key;
+2. else the first bare ``{...}`` in the text that decodes to an object holding ``shaping`` (a fenced
+   example of something else, such as a command's options, does not hide the answer after it);
+3. else the first fenced object, then the first bare object at all. Decoding uses :meth:`json.JSONDecoder.raw_decode`, so braces inside JSON
    strings and text after the object are handled, and nested objects are skipped as a whole.
 
 Validation (:func:`validate_answer`) — a violation makes the reply invalid, nothing is guessed:
@@ -102,10 +103,11 @@ def parse_reply(reply: str | bytes) -> TeacherAnswer | ReplyProblem:
 
 def extract_object(text: str) -> dict[str, Any] | None:
     """The teacher's JSON object in ``text`` (see the module docstring for the order), or None."""
-    for candidates in (_objects_in_blocks(_fenced_blocks(text)), _objects_in(text)):
-        if candidates:
-            return next((c for c in candidates if "shaping" in c), candidates[0])
-    return None
+    fenced, bare = _objects_in_blocks(_fenced_blocks(text)), _objects_in(text)
+    answer = next((c for c in (*fenced, *bare) if "shaping" in c), None)
+    if answer is not None:
+        return answer
+    return (fenced or bare or [None])[0]
 
 
 def _fenced_blocks(text: str) -> list[str]:
