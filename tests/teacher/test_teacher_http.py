@@ -233,3 +233,12 @@ def test_a_body_that_stalls_after_its_first_bytes_is_bounded_by_the_deadline() -
     # cut at the deadline, not at the socket's own timeout after the last byte (about 3.5 s)
     assert failure.value.reason == "timeout" and time.monotonic() - start < 2.8
     listener.close()
+
+
+def test_the_same_model_name_on_another_server_is_another_cache_entry(server: FakeServer) -> None:
+    cache = TeacherCache(None)
+    task = make_task()
+    for base_url in (server.url, server.url.replace("127.0.0.1", "localhost")):
+        config = TeacherConfig(backend="openai", retries=0, openai=OpenAIBackendConfig(base_url=base_url, model="m"))
+        assert TeacherGateway(config, cache=cache).signal(task, make_episode(task)).status == "complete"
+    assert len(server.requests) == 2 and len(cache) == 2  # the second server was asked, not the first's reply

@@ -1,6 +1,8 @@
 """The teacher reply cache: a small SQLite file of its own (``RUN/teacher_cache.db`` by convention).
 
-Keyed by ``sha256(backend, model, prompt)``; the value is the raw reply text and its cost, so a changed
+Keyed by ``sha256(backend, identity, prompt)``, the identity being what else makes the backend another judge
+(its model, and for an HTTP backend its server and sampling settings, for a CLI tool its executable and
+arguments); the value is the raw reply text and its cost, so a changed
 parser re-reads cached replies instead of trusting old parses. It is a separate file, not a table in
 ``control.db``: the cache is written from many rollout threads while the control plane is the single
 writer of ``control.db``, and a cache can be deleted at any time without touching the run's history.

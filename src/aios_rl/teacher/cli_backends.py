@@ -215,6 +215,9 @@ class CliBackend:
         self.config = config or CliBackendConfig()
         self.name = tool
         self.model = self.config.model or "default"
+        # What the reply cache keys on besides the prompt (another executable or arguments: another judge).
+        c = self.config
+        self.cache_identity = json.dumps([c.executable, self.model, list(c.extra_args)])
 
     def complete(self, prompt: str, timeout_s: float) -> BackendReply:
         """Run the tool on ``prompt`` and return its reply.

@@ -313,7 +313,8 @@ class TeacherGateway:
 
     def _ask(self, name: str, prompt: str) -> _Attempt:
         backend = self._backends[name]
-        key = cache_key(name, str(getattr(backend, "model", "")), prompt)
+        identity = getattr(backend, "cache_identity", None) or str(getattr(backend, "model", ""))
+        key = cache_key(name, identity, prompt)
         if self._cache is not None:
             hit = self._cache_call(self._cache.get, key)
             if hit is not None and isinstance(answer := parse_reply(hit.reply), TeacherAnswer):

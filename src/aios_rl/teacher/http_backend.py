@@ -82,6 +82,10 @@ class OpenAIBackend:
     def __init__(self, config: OpenAIBackendConfig | None = None) -> None:
         self.config = config or OpenAIBackendConfig()
         self.model = self.config.model
+        # What the reply cache keys on besides the prompt: the same model name on another server, or sampled
+        # otherwise, is another judge.
+        c = self.config
+        self.cache_identity = json.dumps([c.base_url.rstrip("/"), c.model, c.temperature, c.max_tokens])
 
     def _key(self) -> str | None:
         if self.config.api_key is not None:
