@@ -94,3 +94,20 @@ def test_seed_list_replaces_the_range_and_must_be_distinct():
         BenchConfig(seed_list=(1, 1))
     with pytest.raises(ConfigError, match="distinct"):
         BenchConfig(seed_list=(-1,))
+
+
+def test_runs_on_different_task_sets_are_refused(tmp_path):
+    from aios_rl.storage.db import RunStore
+
+    def on_tasks(path: Path, tasks: str) -> Path:  # what the seed's warm-start run stores
+        store = RunStore(path / "seed-0" / "initial" / "control.db")
+        store.set_meta("tasks_dir", tasks)
+        store.close()
+        return path
+
+    uniform = on_tasks(bench_dir(tmp_path / "u", {("uniform-16", 0): 0.6}), "/sets/a")
+    rail = on_tasks(bench_dir(tmp_path / "r", {("rail", 0): 0.7}), "/sets/b")
+    with pytest.raises(ConfigError, match="different task sets"):
+        merge_results([uniform, rail], tmp_path / "out")
+    same = on_tasks(bench_dir(tmp_path / "s", {("rail", 0): 0.7}), "/sets/a")
+    assert [s.method for s in merge_results([uniform, same], tmp_path / "out")[0]] == ["uniform-16", "rail"]

@@ -39,6 +39,7 @@ from aios_rl.contracts.episode import DecodingRegime, Task
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.rollout.allocators import parse_allocator_name
+from aios_rl.storage.db import RunStore
 
 REFERENCE = "uniform-16"
 RESULTS_FILE = "results.json"
@@ -173,6 +174,20 @@ def run_bench(
     return summaries
 
 
+def _task_set(out: Path) -> str | None:
+    """The task directory a `bench rollouts` output was run on, as its first warm-start run stored it (None
+    when it has none to read)."""
+    for db in sorted(out.glob("seed-*/initial/control.db")):
+        store = RunStore(db)
+        try:
+            found = store.get_meta("tasks_dir")
+        finally:
+            store.close()
+        if found is not None:
+            return str(found)
+    return None
+
+
 def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary], BenchConfig]:
     """Summaries over several `bench rollouts` output directories (e.g. one per process: other seeds with
     ``--first-seed``, or other methods on the same seeds); writes ``out/results.json`` and
@@ -180,8 +195,8 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
     settings and seed that is the same checkpoint, so methods from different directories still start alike.
 
     Raises:
-        ConfigError: a directory without results, settings that differ (other than the seeds and the
-            methods), a (method, seed) present twice, or methods that cover different seeds.
+        ConfigError: a directory without results, settings or task sets that differ (other than the seeds
+            and the methods), a (method, seed) present twice, or methods that cover different seeds.
     """
     configs, runs = [], {}
     for d in dirs:
@@ -196,6 +211,11 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
             raise ConfigError(
                 f"{d} was run with other settings than {dirs[0]}; only the seeds and the methods may differ"
             )
+    task_sets = {d: _task_set(d) for d in dirs}
+    known = {d: t for d, t in task_sets.items() if t is not None}
+    if len(set(known.values())) > 1:
+        listed = ", ".join(f"{d}: {t}" for d, t in known.items())
+        raise ConfigError(f"the runs used different task sets ({listed}); a table compares runs on one set")
     for method, seeds in runs.items():
         numbers = [r.seed for r in seeds]
         if len(set(numbers)) != len(numbers):
