@@ -151,17 +151,21 @@ def test_negative_lane_kl_of_a_generating_student_is_zero_at_the_reference_and_g
 
 
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
-def test_a_generating_student_is_clipped_per_token_and_agg_weighs_the_tokens(model_dir: Path, algo: str) -> None:
+def test_a_generating_student_is_clipped_per_token_and_agg_weighs_the_tokens(
+    model_dir: Path, algo: str
+) -> None:
     episodes, _ = recorded_episodes(generating(model_dir))
     first = episodes[0].trajectory[0]
     short = [1, 1] + [0] * (len(first.token_ids) - 2)  # only 2 of its tokens train: answers of unequal weight
-    episodes[0] = episodes[0].model_copy(update={"trajectory": [first.model_copy(update={"loss_mask": short})]})
+    masked = first.model_copy(update={"loss_mask": short})
+    episodes[0] = episodes[0].model_copy(update={"trajectory": [masked]})
     groups = [0, 0, 0, 1]  # group 0 rewards (1, -1, 1): advantages that do not cancel
     tokens = torch.tensor([float(sum(e.trajectory[0].loss_mask)) for e in episodes])  # (4,) answer lengths
     got = {}
     for agg in ("token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"):
         policy = generating(model_dir)
-        config = TrainerConfig(algo=algo, agg=agg, minibatch_size=1000, update_epochs=1, step_advantage_coef=0.0)
+        config = TrainerConfig(algo=algo, agg=agg, minibatch_size=1000, update_epochs=1,
+                               step_advantage_coef=0.0)
         trainer = Trainer(policy, config)
         got[agg] = update(algo, trainer, episodes, groups, policy).policy_loss
     if algo == "grpo":

@@ -1,6 +1,7 @@
 """Monitoring compares every slot's episode with its matched reference run, admitted or not: an update whose
 episodes are rejected (every action invalid, or verification never completing) still feeds the degradation
-streak and is rolled back, while the rejected episodes stay out of the monitored count and the replay lanes."""
+streak and is rolled back, while the rejected episodes stay out of the monitored count and the replay
+lanes."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from test_env import make_task  # noqa: E402
 
 
 def episode(task: Task, checkpoint: str, episode_id: str, *, kind: str) -> Episode:
-    """``fixed`` (the reference's run), ``invalid`` (every action invalid, tests still failing) or ``blocked``."""
+    """``fixed`` (the reference's run), ``invalid`` (every action invalid, tests still failing) or
+    ``blocked``."""
     step = Step(
         observation=Observation(text="o", candidates=["a"]),
         action="a",
@@ -57,7 +59,8 @@ def monitoring(tmp_path: Path):
     """A campaign whose first update (c1) has just completed, with c0 as its pre-update reference."""
     make_task(tmp_path)
     control = ControlConfig(ledger=LedgerConfig(batch_size=1))
-    campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", CampaignConfig(teacher="none", control=control))
+    config = CampaignConfig(teacher="none", control=control)
+    campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", config)
     plane, task = campaign.plane, campaign.tasks[0]
     plane.save_checkpoint("c0", {"w": torch.zeros(2)}, {})
     plane.initialize("c0")

@@ -88,7 +88,8 @@ def test_a_warm_start_killed_before_its_line_is_not_distilled_again(
     try:
         report = again.warm_start()
         assert report is not None and report.checkpoint == committed
-        assert again.plane.state.lineage.checkpoints.keys() == {"ckpt-0000", committed}  # no second distillation
+        # no second distillation
+        assert again.plane.state.lineage.checkpoints.keys() == {"ckpt-0000", committed}
         assert [r["phase"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == ["warm_start"]
         assert again.warm_start() is None
     finally:

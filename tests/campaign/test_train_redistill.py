@@ -291,7 +291,7 @@ def test_a_redistillation_killed_before_its_line_is_finished_before_the_next_epo
     try:
         report = more.run_epoch(2)
         phases = [(r["phase"], r["checkpoint"]) for r in read_metrics(copy / "metrics.jsonl")]
-        assert phases[-2][0] == "redistill" and phases[-2][1] == redistilled  # its gate ran and its line is in
+        assert phases[-2] == ("redistill", redistilled)  # its gate ran and its line is in
         assert phases[-1] == ("rl", report.checkpoint)
     finally:
         more.close()

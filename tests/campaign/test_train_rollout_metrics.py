@@ -33,6 +33,6 @@ def test_epoch_ledgers_are_per_epoch_in_one_process_and_after_a_resume(tmp_path:
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert [r["rollout/rollouts"] for r in records] == [2, 2, 2]
     assert [r["rollout/total_rollouts"] for r in records] == [2, 4, 6]
-    assert [r["rollout/env_steps"] for r in records] == [
-        b["rollout/total_env_steps"] - a for b, a in zip(records, [0] + [r["rollout/total_env_steps"] for r in records])
-    ]
+    totals = [r["rollout/total_env_steps"] for r in records]
+    per_epoch = [b - a for b, a in zip(totals, [0, *totals[:-1]], strict=True)]
+    assert [r["rollout/env_steps"] for r in records] == per_epoch

@@ -85,12 +85,15 @@ def test_the_oracle_is_not_watched_for_disagreement_behind_a_gateway(tmp_path) -
     from test_env import make_task
 
     make_task(tmp_path)
-    config = ShellTrainConfig.model_validate({"epochs": 1, "tasks_per_epoch": 1, "group_size": 2, "workers": 1,
-                                              "teacher": "oracle,claude", "warm_start_epochs": 0})
+    config = ShellTrainConfig.model_validate({
+        "epochs": 1, "tasks_per_epoch": 1, "group_size": 2, "workers": 1, "teacher": "oracle,claude",
+        "warm_start_epochs": 0,
+    })
     training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     try:
         training.run_epoch(1)
-        assert training.monitor.metrics()["teacher/disagreement_samples"] == 0  # every answer was the oracle's
+        # every answer was the oracle's
+        assert training.monitor.metrics()["teacher/disagreement_samples"] == 0
     finally:
         training.close()
 

@@ -1,4 +1,5 @@
-"""`shell train --config FILE`: flags left at their defaults do not override the file's values; given flags do."""
+"""`shell train --config FILE`: flags left at their defaults do not override the file's values; given flags
+do."""
 
 from __future__ import annotations
 

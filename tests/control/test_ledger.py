@@ -160,7 +160,7 @@ def test_replay_only_reopens_monitoring_keeping_streak() -> None:
 
 @pytest.mark.parametrize("decision", ["failed_comparisons", "insufficient_coverage"])
 def test_reopened_windows_count_toward_the_limit(decision: str) -> None:
-    # A window like [better, same, same, failed] never reaches the streak and never promotes; it must still end.
+    # A window like [better, same, same, failed] never reaches the streak and never promotes: it must end.
     state = with_results(["better", "same", "same", "failed"])
     for window in range(1, CFG.max_monitor_windows):
         state = ledger.close(state, decision, CFG)

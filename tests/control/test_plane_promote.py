@@ -37,7 +37,7 @@ def test_promotion_moves_last_stable_ends_the_rollback_streak_and_is_refused_ins
 
 
 def test_an_epoch_closed_without_rollback_breaks_the_row_of_rollbacks(tmp_path: Path) -> None:
-    """Rollback x3, an epoch that closes as no_improvement, then a rollback: no freeze (the row was broken)."""
+    """Rollback x3, an epoch that closes as no_improvement, then a rollback: no freeze (the row broke)."""
     from aios_rl.contracts.episode import Comparison, Episode, Observation, Step
     from aios_rl.control.ledger import LedgerConfig
 
@@ -48,7 +48,8 @@ def test_an_epoch_closed_without_rollback_breaks_the_row_of_rollbacks(tmp_path: 
         step = Step(observation=Observation(text="o", candidates=["a"]), action="a", logprob=0.0, entropy=0.0,
                     terminated=True)
         comparison = None if outcome is None else Comparison(
-            status="completed", relative_outcome=outcome, candidate_checkpoint=version, reference_checkpoint="c0")
+            status="completed", relative_outcome=outcome, candidate_checkpoint=version,
+            reference_checkpoint="c0")
         return Episode(environment="shell", task_id="t", trajectory=[step], outcome="failure", reward=-1.0,
                        env_reward=-1.0, policy_version=version, comparison=comparison)
 
@@ -104,7 +105,7 @@ def test_a_run_stored_before_the_fold_rules_had_a_version_reopens_to_its_state(t
     from aios_rl.control.plane import CONFIG_KEY
 
     ledger = LedgerConfig(batch_size=1, monitor_window=1, max_monitor_windows=3, rollback_threshold=10)
-    plane = ControlPlane(tmp_path / "run", ControlConfig(ledger=ledger, semantics=1))  # as the old code folded
+    plane = ControlPlane(tmp_path / "run", ControlConfig(ledger=ledger, semantics=1))  # the old code's fold
 
     def episode(version: str, status: str = "completed", outcome: str | None = None) -> Episode:
         step = Step(observation=Observation(text="o", candidates=["a"]), action="a", logprob=0.0, entropy=0.0,

@@ -193,7 +193,8 @@ def test_a_redirect_is_refused_and_the_key_stays_home(monkeypatch: pytest.Monkey
         thread.start()
     try:
         monkeypatch.setenv("JUDGE_KEY", "sk-secret")
-        config = OpenAIBackendConfig(base_url=f"http://127.0.0.1:{api.server_port}/v1", api_key_env="JUDGE_KEY")
+        url = f"http://127.0.0.1:{api.server_port}/v1"
+        config = OpenAIBackendConfig(base_url=url, api_key_env="JUDGE_KEY")
         with pytest.raises(BackendFailure) as failure:
             OpenAIBackend(config).complete("hi", 5.0)
         assert failure.value.reason == "http_302" and not failure.value.retryable
@@ -239,6 +240,7 @@ def test_the_same_model_name_on_another_server_is_another_cache_entry(server: Fa
     cache = TeacherCache(None)
     task = make_task()
     for base_url in (server.url, server.url.replace("127.0.0.1", "localhost")):
-        config = TeacherConfig(backend="openai", retries=0, openai=OpenAIBackendConfig(base_url=base_url, model="m"))
+        openai = OpenAIBackendConfig(base_url=base_url, model="m")
+        config = TeacherConfig(backend="openai", retries=0, openai=openai)
         assert TeacherGateway(config, cache=cache).signal(task, make_episode(task)).status == "complete"
     assert len(server.requests) == 2 and len(cache) == 2  # the second server was asked, not the first's reply

@@ -130,7 +130,8 @@ def ratio_terms(ev: Evaluation) -> tuple[torch.Tensor, torch.Tensor]:
     """
     if ev.candidate_mask.shape[1] == 0 and ev.token_logprobs is not None and ev.token_mask is not None:
         return ev.token_logprobs, ev.token_mask
-    return ev.logprobs[:, None], torch.ones((len(ev.logprobs), 1), dtype=torch.bool, device=ev.logprobs.device)
+    single = torch.ones((len(ev.logprobs), 1), dtype=torch.bool, device=ev.logprobs.device)
+    return ev.logprobs[:, None], single
 
 
 def fit_width(values: torch.Tensor, width: int) -> torch.Tensor:

@@ -90,7 +90,8 @@ def grpo_update(
         )
         entropy = ev.entropy.mean()
         loss = policy_loss - cfg.entropy_coef * entropy
-        loss = loss + trainer.kl_penalty(logprobs, None if ref is None else fit_width(ref[idx], width), mask, stats)
+        reference_lp = None if ref is None else fit_width(ref[idx], width)
+        loss = loss + trainer.kl_penalty(logprobs, reference_lp, mask, stats)
         loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)
     return trainer.finish(stats)

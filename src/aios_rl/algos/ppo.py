@@ -12,7 +12,14 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, fit_width, flatten_episodes, ratio_terms
+from aios_rl.algos.batch import (
+    DistillBatch,
+    StepBatch,
+    evaluate_steps,
+    fit_width,
+    flatten_episodes,
+    ratio_terms,
+)
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.policy.base import Policy
@@ -71,11 +78,13 @@ def ppo_update(
         )
         step = torch.ones((len(idx), 1), dtype=torch.bool)  # one value per step
         v_loss = losses.value_loss(
-            ev.values[:, None], old_values[idx][:, None], returns[idx][:, None], step, clip=cfg.value_clip, agg=cfg.agg
+            ev.values[:, None], old_values[idx][:, None], returns[idx][:, None], step,
+            clip=cfg.value_clip, agg=cfg.agg,
         )
         entropy = ev.entropy.mean()
         loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
-        loss = loss + trainer.kl_penalty(logprobs, None if ref is None else fit_width(ref[idx], width), mask, stats)
+        reference_lp = None if ref is None else fit_width(ref[idx], width)
+        loss = loss + trainer.kl_penalty(logprobs, reference_lp, mask, stats)
         loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         stats.value_loss += v_loss.item()
         trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)

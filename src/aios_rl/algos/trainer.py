@@ -39,8 +39,8 @@ class TrainerConfig(ConfigModel):
     eps_high: float = Field(default=0.28, gt=0, description="Upper clip range (DAPO clip-higher).")
     agg: str = Field(default="token-mean", description="Loss aggregation mode (see algos/losses.AGG_MODES).")
     kl_coef: float = Field(
-        default=0.0, ge=0, description="Weight of KL(pi || reference), k3 estimator, per token for a student that "
-        "writes its actions; the reference is the policy before the update (PPO's KL penalty). 0: off.",
+        default=0.0, ge=0, description="Weight of KL(pi || reference), k3 estimator, per token for a student "
+        "that writes its actions; the reference is the policy before the update (PPO's KL penalty). 0: off.",
     )
     entropy_coef: float = Field(default=0.01, ge=0, description="Entropy bonus weight.")
     value_coef: float = Field(default=0.5, ge=0, description="PPO value-loss weight.")
@@ -61,7 +61,8 @@ class TrainerConfig(ConfigModel):
     )
     max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
     offline_ratio_clip: float = Field(
-        default=2.0, gt=1, description="Offline replay: importance ratios pi/behaviour truncated at c (no floor)."
+        default=2.0, gt=1,
+        description="Offline replay: importance ratios pi/behaviour truncated at c (no floor).",
     )
     max_staleness: int = Field(default=4, ge=0, description="Offline replay: drop episodes this many updates old.")
 

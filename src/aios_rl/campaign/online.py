@@ -318,7 +318,7 @@ class OnlineCampaign:
             # comparison_failed) or act only invalidly (worse than a reference that fixes) must feed the
             # streak. It is stored unadmitted: never counted as monitored, never in a replay lane.
             compared, ref_episode, rerun = self._compare(task, seed, episode, ref_episode, active, reference)
-            if rerun:  # the comparison ended on a fresh run: that run is the one stored, with its own admission
+            if rerun:  # the comparison ended on a fresh run: that one is stored, with its own admission
                 compared = self._admit(task, compared, before)
             episode, comparison = compared, compared.comparison
             admitted = episode.admission_status == "admitted"
@@ -364,7 +364,8 @@ class OnlineCampaign:
         def run_candidate() -> Verification:
             calls["candidate"] += 1
             if calls["candidate"] > 1:
-                latest["candidate"] = self._episode(task, seed, active, self.policy(active), episode.episode_id)
+                policy = self.policy(active)
+                latest["candidate"] = self._episode(task, seed, active, policy, episode.episode_id)
             return _verification(latest["candidate"])
 
         def run_reference() -> Verification:

@@ -224,8 +224,8 @@ class ShellTraining:
             self.config = resolve_stored_config(self.plane, config)
             stored_tasks = self.plane.store.get_meta("tasks_dir")
             if stored_tasks is not None and Path(stored_tasks) != Path(tasks_dir).resolve():
-                raise ConfigError(f"{run_dir} trains on the tasks in {stored_tasks}, not {tasks_dir}; continue it "
-                                  "with the same --tasks (or none) or use a new --run")
+                raise ConfigError(f"{run_dir} trains on the tasks in {stored_tasks}, not {tasks_dir}; "
+                                  "continue it with the same --tasks (or none) or use a new --run")
             self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
             self.tasks, self.val_tasks = split or validation_split(self.config.validation, train_tasks,
                                                                    self.config.seed)
@@ -579,7 +579,7 @@ class ShellTraining:
             "teacher/failures": teacher_failures,
             "teacher/disagreement_rate": self.monitor.rate,
             "time/phase_s": time.perf_counter() - started,
-        } | stats.metrics() | batch.ledger.metrics() | self.collector.metrics()  # this epoch's, then the run's
+        } | stats.metrics() | batch.ledger.metrics() | self.collector.metrics()  # the epoch's, the run's
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
         checkpoint = self._checkpoint(record["phase"], [e.episode_id for e in episodes],
                                       with_meta=self.collector.state_meta(epoch))

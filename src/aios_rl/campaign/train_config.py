@@ -148,13 +148,14 @@ class ShellTrainConfig(ConfigModel):
             oracle_first = self.teacher.split(",")[0].strip() == "oracle"
             parts = [name for name, used in (
                 ("rl: false (distillation is the only update)", not self.rl and self.teacher != "none"),
-                ("the oracle warm start", oracle_first and self.warm_start_epochs > 0 and self.init_from is None),
+                ("the oracle warm start",
+                 oracle_first and self.warm_start_epochs > 0 and self.init_from is None),
                 ("consolidation_passes", self.consolidation_passes > 0),
                 ("redistill_passes", self.redistill_passes > 0),
             ) if used]
             if parts:
-                raise ConfigError(f"trainer.distill_coef 0 leaves nothing to train in {', '.join(parts)}, which "
-                                  "only distil; set distill_coef > 0 or turn them off")
+                raise ConfigError(f"trainer.distill_coef 0 leaves nothing to train in {', '.join(parts)}, "
+                                  "which only distil; set distill_coef > 0 or turn them off")
         return self
 
     def allocator_name(self) -> str:

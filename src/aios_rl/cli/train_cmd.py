@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import typer
 from tqdm import tqdm
@@ -82,9 +82,11 @@ def train(
 
         overrides = {
             "epochs": given("epochs", epochs), "student.kind": given("student", student),
-            "student.model_path": model, "trainer.algo": given("algo", algo), "teacher": given("teacher", teacher),
+            "student.model_path": model, "trainer.algo": given("algo", algo),
+            "teacher": given("teacher", teacher),
             "rl": False if no_rl else None, "tasks_per_epoch": tasks_per_epoch,
-            "group_size": group_size, "seed": given("seed", seed), "allocator": allocator, "init_from": init_from,
+            "group_size": group_size, "seed": given("seed", seed), "allocator": allocator,
+            "init_from": init_from,
             "validation.fraction": val_fraction,
             "validation.tasks_dir": str(val_tasks) if val_tasks else None,
             "redistill_passes": redistill_passes,

@@ -49,10 +49,10 @@ class ControlConfig(ConfigModel):
         default=2,
         ge=1,
         le=2,
-        description="Fold rules the run's events were written under (a stored run keeps its own, so it reopens "
-        "to the state it had). 2: windows reopened for failed comparisons or missing coverage count toward "
-        "ledger.max_monitor_windows, and an epoch closed as no_improvement ends a row of rollbacks. 1: runs "
-        "stored before that, where neither did.",
+        description="Fold rules the run's events were written under (a stored run keeps its own, so it "
+        "reopens to the state it had). 2: windows reopened for failed comparisons or missing coverage count "
+        "toward ledger.max_monitor_windows, and an epoch closed as no_improvement ends a row of rollbacks. "
+        "1: runs stored before that, where neither did.",
     )
 
 
@@ -128,7 +128,9 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
                 )
                 for episode_id in p.get("trigger_episodes", []):
                     pool = pool.move(episode_id, "negative", config.replay)
-            elif config.semantics >= 2 and led.current is not None and led.current.close_reason == "no_improvement":
+            elif config.semantics >= 2 and led.current is not None and (
+                led.current.close_reason == "no_improvement"
+            ):
                 lin = lineage.survive(lin)
         case "lineage.rolled_back":
             lin = lineage.rollback(lin, p.get("reason", "manual"), max_consecutive=config.max_consecutive_rollbacks)

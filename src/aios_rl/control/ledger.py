@@ -6,7 +6,8 @@ is also run under ``pre_update_ref`` and the matched comparison feeds the streak
 update returns the epoch to ``collection`` (its batch kept for diagnosis); a ``replay_only`` close (failed
 comparisons or insufficient coverage) returns it to ``monitoring`` with fresh results and the same streak,
 and counts as a window toward ``max_monitor_windows`` like an undecided one, after which the epoch closes as
-``no_improvement`` (runs stored under ``ControlConfig.semantics`` 1 did not count it). All functions are pure; see ARCHITECTURE §5 and ``reference/original-aios-rl.md`` §3 for the semantics.
+``no_improvement`` (runs stored under ``ControlConfig.semantics`` 1 did not count it). All functions are
+pure; see ARCHITECTURE §5 and ``reference/original-aios-rl.md`` §3 for the semantics.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ class EpochState(Record):
     monitored: list[str] = Field(default_factory=list, description="Admitted post-update episode ids.")
     streak: int = Field(default=0, ge=0)
     windows: int = Field(
-        default=0, ge=0, description="Monitoring windows completed without a promotion or rollback (undecided, "
-        "failed comparisons or missing coverage)."
+        default=0, ge=0, description="Monitoring windows completed without a promotion or rollback "
+        "(undecided, failed comparisons or missing coverage)."
     )
     close_reason: str | None = None
 

@@ -54,7 +54,8 @@ class ControlPlane:
                 # Leftovers of checkpoint saves a crash cut off; only the single writer may remove them.
                 swept = self.checkpoints.sweep_temp()
                 if swept:
-                    log.warning("removed %d partial checkpoint write(s) left by a crash in %s", swept, self.run_dir)
+                    log.warning("removed %d partial checkpoint write(s) left by a crash in %s", swept,
+                                self.run_dir)
             self.writer = writer
             self.config = self._resolve_config(config)
             self.seq, self.state = self._load()
@@ -220,7 +221,8 @@ class ControlPlane:
         self, checkpoint_id: str, *, in_epoch: bool = True, meta: Mapping[str, Any] | None = None
     ) -> ControlState:
         """``active ← checkpoint_id``; ``meta`` values commit with the pointer move (see :meth:`emit`)."""
-        return self.emit("update.completed", {"checkpoint_id": checkpoint_id, "in_epoch": in_epoch}, meta=meta)
+        payload = {"checkpoint_id": checkpoint_id, "in_epoch": in_epoch}
+        return self.emit("update.completed", payload, meta=meta)
 
     def fail_update(self, reason: str, *, episodes: Sequence[Episode] = ()) -> ControlState:
         """Record a failed update; ``episodes`` (the batch, re-marked ``update_failed``) are stored with it."""

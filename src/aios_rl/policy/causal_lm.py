@@ -198,9 +198,12 @@ class CausalLMStudent:
                     model_dir, local_files_only=True, dtype=_DTYPES[config.dtype]
                 )
             except (OSError, ValueError) as exc:
-                raise PolicyError(f"could not load a causal LM and tokenizer from {model_dir}: {exc}") from exc
+                raise PolicyError(
+                    f"could not load a causal LM and tokenizer from {model_dir}: {exc}"
+                ) from exc
             self.hidden_size: int = model.config.get_text_config().hidden_size
-            self.vocab_size: int = int(model.get_output_embeddings().weight.shape[0])  # what token entropies span
+            # what token entropies span (RAIL's log|V|)
+            self.vocab_size: int = int(model.get_output_embeddings().weight.shape[0])
             if config.lora:
                 model = self._wrap_lora(model)
             self.model = model.to(self.device).eval()

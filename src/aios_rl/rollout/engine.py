@@ -158,9 +158,11 @@ class RolloutEngine:
         ledger = ledger if ledger is not None else Budget()
         seeds, generator = random.Random(seed), torch.Generator().manual_seed(seed)
         plans = self.allocator.plan_batch(ids, budget)
-        vocab = getattr(policy, "vocab_size", None)  # a policy that writes tokens: log|V| bounds their entropy
+        vocab = getattr(policy, "vocab_size", None)  # a policy writing tokens: log|V| bounds their entropy
         token_entropy_max = math.log(vocab) if vocab and vocab > 1 else None
-        groups = [_Group(t, plans[t.task_id], budget, regime, self.max_steps, token_entropy_max) for t in tasks]
+        groups = [
+            _Group(t, plans[t.task_id], budget, regime, self.max_steps, token_entropy_max) for t in tasks
+        ]
         pending = {g: g.fresh(g.plan.initial, seeds) for g in groups if g.plan.initial > 0}  # 0: skipped
         outcomes: dict[_Group, GroupOutcome] = {}
         while pending:

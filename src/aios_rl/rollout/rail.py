@@ -121,7 +121,8 @@ class RailConfig(ConfigModel):
             )
         if self.entropy_warmup > self.entropy_window:
             raise ConfigError(
-                f"rail.entropy_warmup={self.entropy_warmup} exceeds rail.entropy_window={self.entropy_window}: "
+                f"rail.entropy_warmup={self.entropy_warmup} exceeds "
+                f"rail.entropy_window={self.entropy_window}: "
                 "the shadow heuristic would never branch, so no trace would be collected"
             )
         return self

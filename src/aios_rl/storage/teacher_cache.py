@@ -77,7 +77,8 @@ class TeacherCache:
             try:
                 row = self._conn.execute(sql, (key,)).fetchone()
             except sqlite3.DatabaseError as exc:
-                raise StorageError(f"{self.path or ':memory:'}: cannot read the teacher cache: {exc}") from None
+                where = self.path or ":memory:"
+                raise StorageError(f"{where}: cannot read the teacher cache: {exc}") from None
         return CachedReply(str(row[0]), row[1]) if row else None
 
     def put(self, key: str, backend: str, model: str, reply: str, cost_usd: float | None) -> None:
@@ -96,7 +97,8 @@ class TeacherCache:
                     (key, backend, model, reply, cost_usd, now),
                 )
             except sqlite3.DatabaseError as exc:
-                raise StorageError(f"{self.path or ':memory:'}: cannot write the teacher cache: {exc}") from None
+                where = self.path or ":memory:"
+                raise StorageError(f"{where}: cannot write the teacher cache: {exc}") from None
 
     def __len__(self) -> int:
         with self._lock:

@@ -274,8 +274,9 @@ def _run(argv: list[str], timeout_s: float, cwd: str) -> tuple[int, bytes, bytes
                                     "stayed open", retryable=True) from None
                     break
                 if time.monotonic() >= deadline:
-                    raise _fail("timeout", f"{os.path.basename(argv[0])} gave no answer within {timeout_s:g}s; "
-                                "its process group was killed", retryable=True) from None
+                    tool = os.path.basename(argv[0])
+                    raise _fail("timeout", f"{tool} gave no answer within {timeout_s:g}s; its process group "
+                                "was killed", retryable=True) from None
     finally:
         if proc.returncode is None:
             _kill_group(proc)

@@ -296,7 +296,8 @@ class TeacherGateway:
         ``teacher/signals``, ``teacher/status/<status>``, ``teacher/calls`` (and ``teacher/calls/<backend>``),
         ``teacher/cache_hits``, ``teacher/cache_misses``, ``teacher/cache_errors``, ``teacher/retries``,
         ``teacher/failures/<reason>``, ``teacher/invalid/<kind>``, ``teacher/batch_all_failed``,
-        ``teacher/call_latency_s_{sum,max,mean}`` and ``teacher/cost_usd``. Keys of events that never happened are absent (read them with a default).
+        ``teacher/call_latency_s_{sum,max,mean}`` and ``teacher/cost_usd``. Keys of events that never
+        happened are absent (read them with a default).
         """
         with self._lock:
             out = {key: float(value) for key, value in self._counts.items()} | self._sums

@@ -53,8 +53,8 @@ class OpenAIBackendConfig(ConfigModel):
         default=None, gt=0, description="Cap on reply tokens; default: the server's."
     )
     api_key: SecretStr | None = Field(
-        default=None, description="API key; default: read from api_key_env. Never stored with a run: a stored "
-        "configuration holds it masked, which reads back as none.",
+        default=None, description="API key; default: read from api_key_env. Never stored with a run: a "
+        "stored configuration holds it masked, which reads back as none.",
     )
     api_key_env: str = Field(
         default="OPENAI_API_KEY", description="Environment variable holding the API key."
@@ -183,7 +183,8 @@ def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> b
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         if isinstance(reason, TimeoutError | socket.timeout) or time.monotonic() >= deadline:
             raise _timeout(timeout_s) from None  # a read timed out, or the watchdog cut the connection
-        raise BackendFailure("connection_error", f"openai: {type(exc).__name__}: {reason}", retryable=True) from None
+        detail = f"openai: {type(exc).__name__}: {reason}"
+        raise BackendFailure("connection_error", detail, retryable=True) from None
     finally:
         watchdog.cancel()
 

@@ -12,8 +12,9 @@ Extraction (:func:`extract_object`), first match wins:
    ``shaping`` key;
 2. else the first bare ``{...}`` in the text that decodes to an object holding ``shaping`` (a fenced
    example of something else, such as a command's options, does not hide the answer after it);
-3. else the first fenced object, then the first bare object at all. Decoding uses :meth:`json.JSONDecoder.raw_decode`, so braces inside JSON
-   strings and text after the object are handled, and nested objects are skipped as a whole.
+3. else the first fenced object, then the first bare object at all. Decoding uses
+   :meth:`json.JSONDecoder.raw_decode`, so braces inside JSON strings and text after the object are handled,
+   and nested objects are skipped as a whole.
 
 Validation (:func:`validate_answer`) — a violation makes the reply invalid, nothing is guessed:
 

@@ -224,7 +224,8 @@ def test_no_progress_and_unrelated_files_are_counted(env: ShellBugfixEnv, task: 
 
 def test_the_verdict_ignores_edits_to_the_tests_and_their_set_up(env: ShellBugfixEnv, task: Task) -> None:
     env.reset(task, seed=0)
-    weakened = TESTS.replace("assert add(2, 3) == 5", "assert True").replace("assert add(-1, 1) == 0", "assert True")
+    weakened = TESTS.replace("assert add(2, 3) == 5", "assert True")
+    weakened = weakened.replace("assert add(-1, 1) == 0", "assert True")
     hack = env.step(json.dumps({"action": "patch", "path": "tests/test_calc.py", "search": TESTS,
                                 "replace": weakened}))
     assert "Tests: 3 passed" in hack.observation.text and hack.terminated  # the student's own run sees it
@@ -251,7 +252,8 @@ def test_with_restored_puts_protected_paths_back_exactly() -> None:
     edited = dict(tree({"calc.py": "fix", "pytest.ini": "addopts", "sub/conftest.py": "hook"}))
     edited["tests"] = FileEntry("file", b"a file where the directory was")
     restored = dict(with_restored(tuple(sorted(edited.items())), initial, judge_file))
-    assert restored == dict(initial) | {"calc.py": FileEntry("file", b"fix"), "sub": FileEntry("dir", mode=0o755)}
+    kept = {"calc.py": FileEntry("file", b"fix"), "sub": FileEntry("dir", mode=0o755)}
+    assert restored == dict(initial) | kept
 
 
 def test_truncated_after_max_steps(env: ShellBugfixEnv, task: Task) -> None:

@@ -127,7 +127,8 @@ def test_invalid_tasks_say_why(tmp_path: Path, sandbox) -> None:
 def test_a_reference_patch_that_edits_the_tests_is_invalid(tmp_path: Path, sandbox) -> None:
     weaken = unified_diff(TESTS, TESTS.replace("assert add(2, 3) == 5", "assert True"), "tests/test_calc.py")
     check = check_task(make_task(tmp_path, "weakens", BUGGY, weaken), sandbox)
-    assert check.verdict == "invalid" and check.reason.startswith("reference patch changes tests/test_calc.py")
+    assert check.verdict == "invalid"
+    assert check.reason.startswith("reference patch changes tests/test_calc.py")
     assert "the verifier puts back" in check.reason
 
 

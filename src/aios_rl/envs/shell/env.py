@@ -117,8 +117,8 @@ class ShellEnvConfig(ConfigModel):
     read_cap_chars: int = Field(default=6000, description="Characters of a read file shown (beginning kept).")
     max_candidates: int = Field(default=256, description="Most candidate actions offered per observation.")
     max_copy_bytes: int = Field(
-        default=256 * 1024 * 1024, gt=0, description="Largest the working copy may grow: a command that leaves "
-        "it bigger has its file changes undone (the host reads the copy after every command).",
+        default=256 * 1024 * 1024, gt=0, description="Largest the working copy may grow: a command that "
+        "leaves it bigger has its file changes undone (the host reads the copy after every command).",
     )
     small_repo_functions: int = Field(
         default=20, description="Offer patches in every function when the repo has at most this many."

@@ -179,9 +179,11 @@ def with_restored(tree: FileTree, initial: FileTree, protected: Callable[[str], 
             if name != "." and (name not in merged or merged[name].kind != "dir") and name in original:
                 merged[name] = original[name]
     # a restored directory may now hold paths the tree had under a file or link of the same name: drop them
-    shadowed = [p for p in merged if any(
-        merged.get(q.as_posix(), FileEntry("dir")).kind != "dir" for q in PurePosixPath(p).parents if q.as_posix() != "."
-    )]
+    def under_a_file(path: str) -> bool:
+        parents = [q.as_posix() for q in PurePosixPath(path).parents if q.as_posix() != "."]
+        return any(merged.get(q, FileEntry("dir")).kind != "dir" for q in parents)
+
+    shadowed = [p for p in merged if under_a_file(p)]
     for path in shadowed:
         del merged[path]
     return tuple(sorted(merged.items()))
