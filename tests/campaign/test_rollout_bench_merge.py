@@ -107,7 +107,7 @@ def test_runs_on_different_task_sets_are_refused(tmp_path):
 
     uniform = on_tasks(bench_dir(tmp_path / "u", {("uniform-16", 0): 0.6}), "/sets/a")
     rail = on_tasks(bench_dir(tmp_path / "r", {("rail", 0): 0.7}), "/sets/b")
-    with pytest.raises(ConfigError, match="different task sets"):
+    with pytest.raises(ConfigError, match="different task directories"):
         merge_results([uniform, rail], tmp_path / "out")
     same = on_tasks(bench_dir(tmp_path / "s", {("rail", 0): 0.7}), "/sets/a")
     assert [s.method for s in merge_results([uniform, same], tmp_path / "out")[0]] == ["uniform-16", "rail"]

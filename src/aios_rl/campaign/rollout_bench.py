@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,6 @@ from aios_rl.contracts.episode import DecodingRegime, Task
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.rollout.allocators import parse_allocator_name
-from aios_rl.storage.db import RunStore
 
 REFERENCE = "uniform-16"
 RESULTS_FILE = "results.json"
@@ -176,15 +177,15 @@ def run_bench(
 
 def _task_set(out: Path) -> str | None:
     """The task directory a `bench rollouts` output was run on, as its first warm-start run stored it (None
-    when it has none to read)."""
+    when it has none to read). Read only: a merge writes nothing into its inputs."""
     for db in sorted(out.glob("seed-*/initial/control.db")):
-        store = RunStore(db)
         try:
-            found = store.get_meta("tasks_dir")
-        finally:
-            store.close()
-        if found is not None:
-            return str(found)
+            with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'tasks_dir'").fetchone()
+        except sqlite3.DatabaseError:
+            continue  # not a readable run store: nothing to compare
+        if row is not None:
+            return str(json.loads(row[0]))
     return None
 
 
@@ -215,7 +216,8 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
     known = {d: t for d, t in task_sets.items() if t is not None}
     if len(set(known.values())) > 1:
         listed = ", ".join(f"{d}: {t}" for d, t in known.items())
-        raise ConfigError(f"the runs used different task sets ({listed}); a table compares runs on one set")
+        raise ConfigError(f"the runs used different task directories ({listed}); a table compares runs on "
+                          "one")
     for method, seeds in runs.items():
         numbers = [r.seed for r in seeds]
         if len(set(numbers)) != len(numbers):

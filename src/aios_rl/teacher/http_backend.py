@@ -150,9 +150,9 @@ def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> b
     timeout applies to each read). Redirects are refused, so the key never travels to another origin.
     """
     deadline = time.monotonic() + timeout_s
-    sockets: list[socket.socket] = []
-    opener = urllib.request.build_opener(_Tracked(sockets), _TrackedTLS(sockets), _NoRedirect)
-    watchdog = threading.Timer(timeout_s, _cut, args=(sockets,))
+    watch = _Watch()
+    opener = urllib.request.build_opener(_Tracked(watch), _TrackedTLS(watch), _NoRedirect)
+    watchdog = threading.Timer(timeout_s, watch.cut)
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -189,42 +189,72 @@ def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> b
         watchdog.cancel()
 
 
-class _Tracked(urllib.request.HTTPHandler):
-    """urllib's HTTP handler, keeping the socket of each connection it opens (for :func:`_cut`)."""
+class _Watch:
+    """The connections of one exchange, for the watchdog: :meth:`cut` shuts every socket they opened (one
+    still in its TLS handshake included), and any socket opened after it is shut as soon as it opens."""
 
-    def __init__(self, sockets: list[socket.socket]) -> None:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connections: list[http.client.HTTPConnection] = []
+        self._sockets: list[socket.socket] = []
+        self._cut = False
+
+    def connecting(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._connections.append(connection)
+
+    def opened(self, sock: socket.socket) -> None:  # kept: urllib drops connection.sock once headers are read
+        with self._lock:
+            self._sockets.append(sock)
+            late = self._cut
+        if late:
+            _shut(sock)
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+            socks = [*self._sockets, *(c.sock for c in self._connections if c.sock is not None)]
+        for sock in socks:
+            _shut(sock)
+
+
+class _Tracked(urllib.request.HTTPHandler):
+    """urllib's HTTP handler, telling a :class:`_Watch` about each connection it opens."""
+
+    def __init__(self, watch: _Watch) -> None:
         super().__init__()
-        self.sockets = sockets
+        self.watch = watch
 
     def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
-        return _tracked_open(self, self.sockets, http_class, req, **kwargs)
+        return _tracked_open(self, self.watch, http_class, req, **kwargs)
 
 
 class _TrackedTLS(urllib.request.HTTPSHandler):
-    """urllib's HTTPS handler, keeping the socket of each connection it opens (for :func:`_cut`)."""
+    """urllib's HTTPS handler, telling a :class:`_Watch` about each connection it opens."""
 
-    def __init__(self, sockets: list[socket.socket]) -> None:
+    def __init__(self, watch: _Watch) -> None:
         super().__init__()
-        self.sockets = sockets
+        self.watch = watch
 
     def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
-        return _tracked_open(self, self.sockets, http_class, req, **kwargs)
+        return _tracked_open(self, self.watch, http_class, req, **kwargs)
 
 
 def _tracked_open(
     handler: urllib.request.AbstractHTTPHandler,
-    sockets: list[socket.socket],
+    watch: _Watch,
     http_class: Any,
     req: urllib.request.Request,
     **kwargs: Any,
 ) -> Any:
     def make(host: str, **options: Any) -> http.client.HTTPConnection:
         connection = http_class(host, **options)
+        watch.connecting(connection)
         opened = connection.connect
 
-        def connect() -> None:  # the socket is kept here: urllib drops connection.sock once headers are read
+        def connect() -> None:
             opened()
-            sockets.append(connection.sock)
+            watch.opened(connection.sock)
 
         connection.connect = connect  # type: ignore[method-assign]
         return connection
@@ -239,13 +269,12 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _cut(sockets: list[socket.socket]) -> None:
-    """Shut ``sockets``: a read blocked on one returns at once (headers or body)."""
-    for sock in sockets:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # already closed
+def _shut(sock: socket.socket) -> None:
+    """Shut ``sock``: a read blocked on it returns at once."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
 
 
 def _timeout(timeout_s: float) -> BackendFailure:

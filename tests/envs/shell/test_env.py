@@ -493,3 +493,18 @@ def test_a_command_that_fills_the_working_copy_has_its_files_undone(tmp_path: Pa
         assert env.verify().outcome == "failure"  # the episode goes on, on the copy as it was
     finally:
         env.close()
+
+
+def test_a_search_in_the_lf_part_of_a_mixed_file_matches_as_quoted(tmp_path: Path, sandbox: Sandbox) -> None:
+    mixed = "# header\r\n" + CALC  # one CRLF line, the rest LF
+    task = make_task(tmp_path, files={"calc.py": mixed, "tests/test_calc.py": TESTS})
+    env = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        env.reset(task, seed=0)
+        result = env.step(json.dumps({"action": "patch", "path": "calc.py",
+                                      "search": "def add(a, b):\n    return a - b",
+                                      "replace": "def add(a, b):\n    return a + b"}))
+        assert result.info["patch_applied"] is True
+        assert _files(env)["calc.py"] == mixed.replace("return a - b", "return a + b").encode()
+    finally:
+        env.close()

@@ -124,12 +124,19 @@ def test_invalid_tasks_say_why(tmp_path: Path, sandbox) -> None:
     assert [c.verdict for c in checks.values()] == ["invalid"] * 4 + ["valid"]
 
 
-def test_a_reference_patch_that_edits_the_tests_is_invalid(tmp_path: Path, sandbox) -> None:
+def test_a_reference_patch_is_judged_without_its_test_changes(tmp_path: Path, sandbox) -> None:
     weaken = unified_diff(TESTS, TESTS.replace("assert add(2, 3) == 5", "assert True"), "tests/test_calc.py")
     check = check_task(make_task(tmp_path, "weakens", BUGGY, weaken), sandbox)
     assert check.verdict == "invalid"
-    assert check.reason.startswith("reference patch changes tests/test_calc.py")
-    assert "the verifier puts back" in check.reason
+    assert check.reason.startswith("reference patch changes only tests/test_calc.py")
+    # a fix that also adds a regression test is valid: the verifier judges the code with the task's tests
+    regression = "def test_add_zero():\n    from calc import add\n    assert add(0, 0) == 0\n"
+    with_test = unified_diff(BUGGY, GOOD, "calc.py") + unified_diff("", regression, "tests/test_more.py")
+    assert check_task(make_task(tmp_path, "adds-a-test", BUGGY, with_test), sandbox).verdict == "valid"
+    # a fix that only works with its test edit is invalid, and says why
+    both = unified_diff(BUGGY, BUGGY.replace("-a", "a"), "calc.py") + weaken
+    mixed = check_task(make_task(tmp_path, "needs-the-edit", BUGGY, both), sandbox)
+    assert mixed.verdict == "invalid" and "left out, as the verifier" in mixed.reason
 
 
 def test_timeout_is_invalid(tmp_path: Path, sandbox) -> None:

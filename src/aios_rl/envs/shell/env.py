@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import time
 import weakref
@@ -488,9 +489,10 @@ class ShellBugfixEnv:
         except UnicodeDecodeError as exc:
             raise EnvError(f"edit targets {edit.path!r}, which is not UTF-8 text: {exc}") from None
         search, replace = edit.search, edit.replace
-        if "\r\n" in text and "\n" in search and "\r\n" not in search:
-            # a CRLF file quoted with plain newlines (as a read shows it): the edit takes the file's endings
-            search, replace = search.replace("\n", "\r\n"), replace.replace("\n", "\r\n")
+        if search not in text and "\r\n" in text and "\n" in search:
+            # quoted with plain newlines (as a read shows the file) where the file has CRLF: the edit takes
+            # the file's endings (a "\r\n" already in it stays one)
+            search, replace = _crlf(search), _crlf(replace)
         target.write_bytes(apply_search_replace(text, search, replace).encode("utf-8"))
         return edit.path
 
@@ -674,6 +676,11 @@ def _observation_features(state: EpisodeState, max_steps: int) -> dict[str, floa
         "tests_passed": float(len(run.passing) if run else 0),
         "baseline_failed": float(state.baseline.n_failed),
     }
+
+
+def _crlf(text: str) -> str:
+    """Every bare ``\n`` of ``text`` as ``\r\n``."""
+    return re.sub(r"(?<!\r)\n", "\r\n", text)
 
 
 def _evidence(state: EpisodeState, run: SuiteRun, files: FileTree) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import overload
@@ -132,6 +132,24 @@ def diff_paths(diff: str) -> list[str]:
         EnvError: on a malformed diff.
     """
     return [new or old for old, new, _ in _parse_diff(diff) if (new or old) is not None]  # type: ignore[misc]
+
+
+def without_files(diff: str, drop: Callable[[str], bool]) -> str:
+    """``diff`` without the sections of the files ``drop`` names (e.g. what a verifier puts back).
+
+    Raises:
+        EnvError: on a malformed diff.
+    """
+    _parse_diff(diff)  # the whole diff must parse before any part of it is kept
+    lines = split_lines(diff if diff.endswith("\n") else diff + "\n")
+    kept, keep = [], True
+    for i, line in enumerate(lines):
+        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            path = _diff_path(lines[i + 1][4:], i + 2) or _diff_path(line[4:], i + 1)
+            keep = path is None or not drop(path)
+        if keep:
+            kept.append(line)
+    return "".join(kept)
 
 
 def _parse_diff(diff: str) -> list[tuple[str | None, str | None, list[_Hunk]]]:

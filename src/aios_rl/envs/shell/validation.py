@@ -29,7 +29,7 @@ from aios_rl.contracts.episode import Record
 from aios_rl.contracts.errors import ContractError, EnvError
 from aios_rl.envs.shell.candidates import judge_file
 from aios_rl.envs.shell.mutate import apply_unified_diff
-from aios_rl.envs.shell.patches import diff_paths
+from aios_rl.envs.shell.patches import diff_paths, without_files
 from aios_rl.envs.shell.pytest_output import is_pytest, parse_pytest
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.task import IGNORED_IN_COPIES, MANIFEST, REPO, ShellTaskManifest, read_manifest
@@ -248,19 +248,24 @@ def check_task(task_dir: Path, sandbox: Sandbox) -> TaskCheck:
         return _invalid(task_id, f"target tests do not fail as given: {', '.join(missing[:3])}", given=given)
     patched = None
     if manifest.reference_patch is not None:
+        # Judged as the verifier judges: its changes to the tests and their set-up are left out (a patch may
+        # add regression tests; the fix itself must be in the code).
         try:
-            restored = [path for path in diff_paths(manifest.reference_patch) if judge_file(path)]
+            code_only = without_files(manifest.reference_patch, judge_file)
         except EnvError as exc:
             return _invalid(task_id, f"reference patch does not apply: {exc}", given=given)
-        if restored:
-            return _invalid(task_id, f"reference patch changes {', '.join(restored[:3])}, which the verifier "
-                            "puts back as it was before judging (tests and their set-up); the fix must be in "
-                            "the code", given=given)
+        if not code_only.strip():
+            left = ", ".join(diff_paths(manifest.reference_patch)[:3])
+            return _invalid(task_id, f"reference patch changes only {left}, which the verifier puts back as "
+                            "they were before judging (tests and their set-up); the fix must be in the code",
+                            given=given)
         try:
-            patched = run_suite(repo, command, timeout, sandbox, patch=manifest.reference_patch)
+            patched = run_suite(repo, command, timeout, sandbox, patch=code_only)
         except EnvError as exc:
             return _invalid(task_id, f"reference patch does not apply: {exc}", given=given)
         verdict, reason = judge(given, patched, command, timeout)
+        if verdict == "invalid" and code_only != manifest.reference_patch:
+            reason += " (its changes to tests and their set-up left out, as the verifier leaves them out)"
     fixed = [t for t in given.failed if t not in patched.failed] if patched is not None else []
     return TaskCheck(task_id=task_id, verdict=verdict, reason=reason, failing_tests=given.failed,
                      passing_tests=fixed, given=given, patched=patched)
