@@ -493,6 +493,12 @@ def test_a_command_that_fills_the_working_copy_has_its_files_undone(tmp_path: Pa
         assert env.verify().outcome == "failure"  # the episode goes on, on the copy as it was
     finally:
         env.close()
+    small = ShellBugfixEnv(ShellEnvConfig(max_copy_bytes=100), sandbox=sandbox)  # the repo itself is bigger
+    try:
+        small.reset(task, seed=0)
+        assert "undone" not in small.step("run cat calc.py").observation.text  # it did not grow the copy
+    finally:
+        small.close()
 
 
 def test_a_search_in_the_lf_part_of_a_mixed_file_matches_as_quoted(tmp_path: Path, sandbox: Sandbox) -> None:

@@ -521,7 +521,7 @@ class ShellBugfixEnv:
         (unless ``fresh``); stored only when it finished in time and left the files as they were. Returns
         the run and the working copy after it (read back when it ran: a command may write files)."""
         before = read_tree(self._repo)
-        key = tree_key("run", tuple(argv), self.config.sandbox, before)
+        key = tree_key("run", tuple(argv), self.config.sandbox, self.config.max_copy_bytes, before)
         memo = shared_memo(self.config.run_memo)
         known = None if fresh else memo.get(key, timeout_s)
         if known is not None:
@@ -539,9 +539,10 @@ class ShellBugfixEnv:
         if self._sandbox is None:
             self._sandbox = Sandbox(self.config.sandbox)
         before = read_tree(self._repo) if before is None else before
+        start_size = tree_bytes(self._repo)
         result = self._sandbox.run(argv, self._repo, timeout_s=timeout_s)
         size = tree_bytes(self._repo)
-        if size > self.config.max_copy_bytes:
+        if size > self.config.max_copy_bytes and size > start_size:  # this command grew it past the cap
             write_tree(self._repo, before)
             note = (f"\n[the command left {size // 2**20} MiB in the working copy, more than "
                     f"{self.config.max_copy_bytes // 2**20} MiB; its file changes were undone]")
