@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from aios_rl.algos import advantages, losses
+from aios_rl.algos import advantages
 from aios_rl.algos.batch import (
     DistillBatch,
     StepBatch,
@@ -82,16 +82,10 @@ def grpo_update(
     for idx, distill_part in trainer.paired_minibatches(len(batch), distill, generator):
         mb = batch.subset(idx)
         ev = evaluate_steps(policy, mb)
-        logprobs, mask = ratio_terms(ev)  # (B, T)
-        width = logprobs.shape[1]
-        policy_loss, clip = losses.clipped_surrogate(
-            logprobs, fit_width(old[idx], width), adv[idx][:, None].expand(-1, width), mask,
-            cfg.eps_low, cfg.eps_high, cfg.agg, max_len=old.shape[1],  # one constant for the whole update
-        )
+        ref_mb = None if ref is None else ref[idx]
+        policy_loss, clip, kl = trainer.clipped_terms(ev, old[idx], adv[idx], ref_mb, stats)
         entropy = ev.entropy.mean()
-        loss = policy_loss - cfg.entropy_coef * entropy
-        reference_lp = None if ref is None else fit_width(ref[idx], width)
-        loss = loss + trainer.kl_penalty(logprobs, reference_lp, mask, stats)
+        loss = policy_loss - cfg.entropy_coef * entropy + kl
         loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)
     return trainer.finish(stats)

@@ -12,14 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.algos import advantages, losses
-from aios_rl.algos.batch import (
-    DistillBatch,
-    StepBatch,
-    evaluate_steps,
-    fit_width,
-    flatten_episodes,
-    ratio_terms,
-)
+from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, flatten_episodes, ratio_terms
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode
 from aios_rl.policy.base import Policy
@@ -70,21 +63,15 @@ def ppo_update(
     for idx, distill_part in trainer.paired_minibatches(len(batch), distill, generator):
         mb = batch.subset(idx)
         ev = evaluate_steps(policy, mb)
-        logprobs, mask = ratio_terms(ev)  # (B, T): T = 1 per action, else answer tokens
-        width = logprobs.shape[1]
-        policy_loss, clip = losses.clipped_surrogate(
-            logprobs, fit_width(old[idx], width), adv[idx][:, None].expand(-1, width), mask,
-            cfg.eps_low, cfg.eps_high, cfg.agg, max_len=old.shape[1],  # one constant for the whole update
-        )
+        ref_mb = None if ref is None else ref[idx]
+        policy_loss, clip, kl = trainer.clipped_terms(ev, old[idx], adv[idx], ref_mb, stats)
         step = torch.ones((len(idx), 1), dtype=torch.bool)  # one value per step
         v_loss = losses.value_loss(
             ev.values[:, None], old_values[idx][:, None], returns[idx][:, None], step,
             clip=cfg.value_clip, agg=cfg.agg,
         )
         entropy = ev.entropy.mean()
-        loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
-        reference_lp = None if ref is None else fit_width(ref[idx], width)
-        loss = loss + trainer.kl_penalty(logprobs, reference_lp, mask, stats)
+        loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy + kl
         loss = loss + trainer.auxiliary_loss(distill_part, negative, reference, stats)
         stats.value_loss += v_loss.item()
         trainer.surrogate_step(loss, policy_loss, entropy, clip, stats)

@@ -16,10 +16,10 @@ import torch
 from pydantic import Field
 
 from aios_rl.algos import losses
-from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps
+from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, fit_width, ratio_terms
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.errors import PolicyError, TrainingError
-from aios_rl.policy.base import Policy
+from aios_rl.policy.base import Evaluation, Policy
 from aios_rl.policy.factory import policy_spec
 from aios_rl.storage.checkpoints import capture_rng, flatten_state, restore_rng, unflatten_state
 
@@ -164,6 +164,31 @@ class Trainer:
             total = total + self.config.negative_kl_coef * n_kl
             stats.negative_kl += n_kl.item()
         return total
+
+    def clipped_terms(
+        self,
+        ev: Evaluation,
+        old: torch.Tensor,
+        adv: torch.Tensor,
+        ref: torch.Tensor | None,
+        stats: UpdateStats,
+    ) -> tuple[torch.Tensor, losses.SurrogateStats, torch.Tensor]:
+        """One minibatch's clipped surrogate and KL penalty, per action or per token (:func:`ratio_terms`).
+
+        ``old`` and ``ref`` are the minibatch's rows of the whole batch's log-probabilities, scored before the
+        update (any width: lined up with :func:`fit_width`; their width is the update's constant for
+        ``seq-mean-token-sum-norm``); ``adv`` holds one advantage per row. Returns (surrogate loss, its
+        statistics, the KL term).
+        """
+        cfg = self.config
+        logprobs, mask = ratio_terms(ev)  # (B, T): T = 1 per action, else answer tokens
+        width = logprobs.shape[1]
+        policy_loss, clip = losses.clipped_surrogate(
+            logprobs, fit_width(old, width), adv[:, None].expand(-1, width), mask,
+            cfg.eps_low, cfg.eps_high, cfg.agg, max_len=old.shape[1],  # one constant for the whole update
+        )
+        kl = self.kl_penalty(logprobs, None if ref is None else fit_width(ref, width), mask, stats)
+        return policy_loss, clip, kl
 
     def kl_penalty(
         self, logprobs: torch.Tensor, ref: torch.Tensor | None, mask: torch.Tensor, stats: UpdateStats
