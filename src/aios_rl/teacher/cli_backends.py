@@ -293,10 +293,7 @@ def _signal_group(pgid: int) -> None:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone
+    _signal_group(proc.pid)
     try:
         proc.communicate(timeout=2.0)
     except subprocess.TimeoutExpired:

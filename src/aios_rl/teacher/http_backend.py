@@ -66,7 +66,6 @@ class OpenAIBackendConfig(ConfigModel):
         default=None, ge=0.0, description="Dollars per completion token, for cost accounting; None: unknown."
     )
 
-
     @field_validator("api_key", mode="before")
     @classmethod
     def _masked_is_none(cls, value: Any) -> Any:
@@ -218,48 +217,37 @@ class _Watch:
             _shut(sock)
 
 
-class _Tracked(urllib.request.HTTPHandler):
-    """urllib's HTTP handler, telling a :class:`_Watch` about each connection it opens."""
+class _Tracking:
+    """Mixed into urllib's HTTP(S) handlers: tells a :class:`_Watch` about each connection they open."""
 
     def __init__(self, watch: _Watch) -> None:
         super().__init__()
         self.watch = watch
 
     def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
-        return _tracked_open(self, self.watch, http_class, req, **kwargs)
+        watch = self.watch
+
+        def make(host: str, **options: Any) -> http.client.HTTPConnection:
+            connection = http_class(host, **options)
+            watch.connecting(connection)
+            opened = connection.connect
+
+            def connect() -> None:
+                opened()
+                watch.opened(connection.sock)
+
+            connection.connect = connect  # type: ignore[method-assign]
+            return connection
+
+        return super().do_open(make, req, **kwargs)  # type: ignore[misc]
 
 
-class _TrackedTLS(urllib.request.HTTPSHandler):
-    """urllib's HTTPS handler, telling a :class:`_Watch` about each connection it opens."""
-
-    def __init__(self, watch: _Watch) -> None:
-        super().__init__()
-        self.watch = watch
-
-    def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
-        return _tracked_open(self, self.watch, http_class, req, **kwargs)
+class _Tracked(_Tracking, urllib.request.HTTPHandler):
+    pass
 
 
-def _tracked_open(
-    handler: urllib.request.AbstractHTTPHandler,
-    watch: _Watch,
-    http_class: Any,
-    req: urllib.request.Request,
-    **kwargs: Any,
-) -> Any:
-    def make(host: str, **options: Any) -> http.client.HTTPConnection:
-        connection = http_class(host, **options)
-        watch.connecting(connection)
-        opened = connection.connect
-
-        def connect() -> None:
-            opened()
-            watch.opened(connection.sock)
-
-        connection.connect = connect  # type: ignore[method-assign]
-        return connection
-
-    return urllib.request.AbstractHTTPHandler.do_open(handler, make, req, **kwargs)
+class _TrackedTLS(_Tracking, urllib.request.HTTPSHandler):
+    pass
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -260,14 +260,14 @@ def _writable(root: Path, path: str) -> Path:
     Raises:
         EnvError: otherwise, or when it leaves ``root``.
     """
-    target = _inside(root, path)
+    target, base = _inside(root, path), root.resolve()
     if target.exists() and not target.is_file():
         raise EnvError(f"{path} is not a regular file")
     for parent in target.parents:
-        if parent == root.resolve() or not parent.is_relative_to(root.resolve()):
+        if parent == base or not parent.is_relative_to(base):
             break
         if parent.exists() and not parent.is_dir():
-            raise EnvError(f"{path}: {parent.relative_to(root.resolve()).as_posix()} is not a directory")
+            raise EnvError(f"{path}: {parent.relative_to(base).as_posix()} is not a directory")
     return target
 
 
