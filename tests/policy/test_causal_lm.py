@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 
 from aios_rl.contracts.episode import DecodingRegime, Observation
 from aios_rl.contracts.errors import PolicyError
@@ -19,6 +20,7 @@ from aios_rl.policy.lm_prompt import (
     build_prompt_ids,
     candidate_response,
     parse_action_json,
+    render_prompt,
     system_message,
     user_message,
 )
@@ -214,6 +216,19 @@ def test_long_observation_keeps_its_end(model_dir: Path) -> None:
     assert not cut and "short" in s.tokenizer.decode(short)
     with pytest.raises(PolicyError, match="max_prompt_tokens"):
         build_prompt_ids(s.tokenizer, ENV, text, ["stop"], max_tokens=20)
+
+
+def test_truncation_fits_whenever_the_mark_alone_fits(model_dir: Path) -> None:
+    # Left-truncating non-ASCII text cuts characters between byte tokens; each cut decodes to U+FFFD, which
+    # re-encodes to more tokens than were kept, so the shrink loop overshoots past every non-empty suffix.
+    # A budget the truncation mark alone fits into must still give a prompt, never "needs N but max is >= N".
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    floor = len(render_prompt(tokenizer, ENV, TRUNCATION_MARK, ["stop"]))
+    for text in ("\N{GRINNING FACE}" * 50, "\u65e5\u672c\u8a9e" * 50, "word " * 100):
+        for budget in range(floor, floor + 6):
+            ids, truncated = build_prompt_ids(tokenizer, ENV, text, ["stop"], max_tokens=budget)
+            assert truncated and len(ids) <= budget
+            assert TRUNCATION_MARK.strip() in tokenizer.decode(ids)
 
 
 def checkpoint_round_trip(model_dir: Path, **config: object) -> dict[str, torch.Tensor]:

@@ -149,8 +149,12 @@ def build_prompt_ids(
         if len(ids) <= max_tokens:
             return ids, True
         keep -= len(ids) - max_tokens
-    empty = len(render_prompt(tokenizer, environment, TRUNCATION_MARK, candidates))
+    # A suffix cut inside a multi-byte character decodes to U+FFFD, which re-encodes to more tokens than
+    # were kept, so the loop can step past every suffix that fits; the mark alone is the last resort.
+    ids = render_prompt(tokenizer, environment, TRUNCATION_MARK, candidates)
+    if len(ids) <= max_tokens:
+        return ids, True
     raise PolicyError(
-        f"the prompt needs {empty} tokens before any observation text (system message and "
+        f"the prompt needs {len(ids)} tokens before any observation text (system message and "
         f"{len(candidates)} candidates) but max_prompt_tokens is {max_tokens}; raise max_prompt_tokens"
     )
