@@ -44,10 +44,15 @@ def make_student(config: StudentConfig, *, seed: int) -> Policy:
     """A freshly initialised student.
 
     Raises:
-        ConfigError: causal-lm without a model path, or ``causal_lm`` overrides the LM config rejects.
+        ConfigError: causal-lm without a model path, or ``compact``/``causal_lm`` overrides the student's
+            config rejects.
     """
     if config.kind == "compact":
-        return build_policy({"kind": "compact", "config": {"seed": seed, **config.compact}})
+        try:
+            return build_policy({"kind": "compact", "config": {"seed": seed, **config.compact}})
+        except ValidationError as exc:  # the free-form overrides are validated only here
+            problems = "\n".join(f"student.compact.{line}" for line in problems_from(exc))
+            raise ConfigError(f"invalid compact student settings:\n{problems}") from None
     if config.model_path is None:
         raise ConfigError("student.kind=causal-lm needs --model PATH (a local model directory; nothing is downloaded)")
     torch.manual_seed(seed)
