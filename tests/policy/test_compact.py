@@ -427,6 +427,19 @@ def test_feature_hasher_matches_a_plain_loop_row_by_row() -> None:
         assert np.array_equal(fh.matrix(rows), expected), seed
 
 
+def test_feature_values_beyond_float32_stay_finite(student: CompactStudent) -> None:
+    """Contracts accept any finite float; one past float32's range must squash, not overflow to inf/NaN."""
+    fh = FeatureHasher(slots=8)
+    m = fh.matrix([{"bytes": 1e39}, {"bytes": -1e300}, {"bytes": float(np.finfo(np.float32).max)}])
+    assert np.isfinite(m).all() and np.array_equal(m[0], -m[1]) and np.array_equal(m[0], m[2])
+    obs = Observation(text="1 failed", candidates=["read a.py", "stop"], features={"bytes": 1e39},
+                      candidate_features=[{"size": 1e39}, {"size": 1.0}])
+    (sample,) = student.act([obs], ["shell"], T1, generator=torch.Generator().manual_seed(0))
+    ev = student.evaluate([obs], ["shell"], [sample.action])
+    assert math.isfinite(sample.logprob)
+    assert torch.isfinite(ev.logprobs).all() and torch.isfinite(ev.values).all()
+
+
 def test_hashes_are_stable_across_processes() -> None:
     code = (
         "from aios_rl.policy.featurize import TextHasher, FeatureHasher;"

@@ -52,6 +52,7 @@ _DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
 _STOP = frozenset(keyword.kwlist) | {"self", "cls", "none", "true", "false"}
 _MASK64 = (1 << 64) - 1
 _BIGRAM_PRIME = np.uint64(1_000_003)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _CHAR_WEIGHT = 0.35  # a word yields several n-grams; keep their sum comparable to the word's own id
 
 
@@ -352,7 +353,9 @@ class FeatureHasher:
             places = [self._names.get_or_compute(name, self._place) for name in names]
             cols = np.array([c for a, b, _, _ in places for c in (a, b)], dtype=np.int64)  # (2K,) a1 b1 a2 b2 ...
             signs = np.array([s for _, _, sa, sb in places for s in (sa, sb)], dtype=np.float32)  # (2K,)
-            values = np.array([list(rows[r].values()) for r in members], dtype=np.float32)  # (R, K)
+            values = np.array([list(rows[r].values()) for r in members], dtype=np.float64)  # (R, K)
+            # Contracts accept any finite float; past float32's range the cast would give inf and NaN logits.
+            values = np.clip(values, -_FLOAT32_MAX, _FLOAT32_MAX).astype(np.float32)
             v = np.repeat(values, 2, axis=1) * signs  # (R, 2K)
             # Two slots per name: scale by 1/sqrt(2) so a feature's total energy does not double.
             squashed = np.sign(v) * np.log1p(np.abs(v)) / np.sqrt(2)
