@@ -56,3 +56,15 @@ def test_training_summary_counts_phases_and_reads_the_last_record(tmp_path: Path
                  "train/loss": None, "val/decision": "better", "time/phase_s": 120.0},
         "minutes": pytest.approx(4.0),
     }
+
+
+def test_a_record_appended_after_a_torn_line_survives(tmp_path: Path) -> None:
+    # A kill mid-write leaves a line with no newline; the resumed run's next record must not be glued onto
+    # it (the glued line would not parse, and the record, e.g. an epoch's, would be lost as well).
+    path = tmp_path / "metrics.jsonl"
+    append_metrics(path, {"epoch": 1})
+    with path.open("a") as fh:
+        fh.write('{"epoch": 2, "pha')
+    append_metrics(path, {"epoch": 2, "phase": "rl"})
+    append_metrics(path, {"epoch": 3, "phase": "rl"})
+    assert read_metrics(path) == [{"epoch": 1}, {"epoch": 2, "phase": "rl"}, {"epoch": 3, "phase": "rl"}]

@@ -10,12 +10,25 @@ from typing import Any
 
 
 def append_metrics(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line; non-finite floats become null so every line stays valid JSON."""
+    """Append one JSON line; non-finite floats become null so every line stays valid JSON.
+
+    A torn last line (a kill mid-write) is ended first, so the new record starts a line of its own instead
+    of being glued onto the fragment and lost with it."""
     clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+    line = json.dumps(clean, sort_keys=True) + "\n"
     with path.open("a") as fh:
-        fh.write(json.dumps(clean, sort_keys=True) + "\n")
+        fh.write(("\n" if _torn(path) else "") + line)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _torn(path: Path) -> bool:
+    """Whether the file's last line lacks its newline (a write cut short by a kill)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) != b"\n"
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
