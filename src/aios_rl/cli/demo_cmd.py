@@ -29,14 +29,16 @@ def control(
 @app.command("shell")
 def shell(
     out: Path = typer.Option(..., "--out", help="New directory for the generated tasks and the run."),
-    count: int = typer.Option(30, "--count", help="Tasks to generate."),
-    epochs: int = typer.Option(3, "--epochs", help="Training epochs."),
-    tasks_per_epoch: int = typer.Option(6, "--tasks-per-epoch", help="Training tasks per epoch."),
+    count: int = typer.Option(30, "--count", min=1, help="Tasks to generate."),
+    epochs: int = typer.Option(3, "--epochs", min=1, help="Training epochs."),
+    tasks_per_epoch: int = typer.Option(6, "--tasks-per-epoch", min=1, help="Training tasks per epoch."),
     seed: int = typer.Option(0, "--seed", help="Seed for generation and training."),
 ) -> None:
     """The main job: generate tasks, train the compact student, compare it with baselines on the holdout."""
     from aios_rl.campaign.demo_shell import run_shell_demo, table
 
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is not a directory; choose a new directory")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"--out {out} is not empty; choose a new directory")
     rows = run_shell_demo(out, typer.echo, count=count, epochs=epochs, tasks_per_epoch=tasks_per_epoch, seed=seed)
