@@ -47,7 +47,13 @@ class ReferencePolicy(UniformPolicy):
 
 
 def gold_from_tasks(tasks_dir: Path, *, seed: int = 0, limit: int | None = None) -> list[tuple[Task, Episode]]:
-    """Roll out the reference-following and the random episode of each task (at most ``limit`` tasks)."""
+    """Roll out the reference-following and the random episode of each task (at most ``limit`` tasks).
+
+    Raises:
+        ConfigError: ``limit`` below 1, or no task in ``tasks_dir``.
+    """
+    if limit is not None and limit < 1:  # a slice would silently drop tasks from the end (or take none)
+        raise ConfigError(f"--gold-limit must be >= 1, got {limit} (leave it out to use every task)")
     tasks = load_tasks(tasks_dir)[:limit]
     if not tasks:
         raise ConfigError(f"{tasks_dir} holds no tasks to build a gold set from")
