@@ -68,6 +68,14 @@ def test_decisions_by_mean_and_tolerance() -> None:
     assert decide(_rates(8), _rates(6), loose) == "better"
 
 
+def test_a_difference_of_exactly_the_tolerance_is_same_at_every_level() -> None:
+    # 0.7 vs 0.8 differ by 0.1 exactly, but 0.8 - 0.1 is 0.7000000000000001 in floating point.
+    loose = ValidationConfig(rule="mean", tolerance=0.1)
+    for ones in range(10):
+        assert decide(_rates(ones), _rates(ones + 1), loose) == "same", ones
+        assert decide(_rates(ones + 1), _rates(ones), loose) == "same", ones
+
+
 def test_the_sign_test_needs_six_decisive_tasks_one_way() -> None:
     sign = ValidationConfig()
     assert sign.rule == "sign_test"

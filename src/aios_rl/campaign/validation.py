@@ -142,11 +142,11 @@ def decide(candidate: Mapping[str, float], reference: Mapping[str, float], confi
         return verdict(task_outcomes(candidate, reference), config.alpha).relative_outcome  # type: ignore[return-value]
     rate = sum(candidate.values()) / max(1, len(candidate))
     reference_rate = sum(reference.values()) / max(1, len(reference))
-    if rate < reference_rate - config.tolerance:
-        return "worse"
-    if rate > reference_rate + config.tolerance:
-        return "better"
-    return "same"
+    difference = rate - reference_rate
+    # Inclusive, with slack for rounding: 0.7 - 0.8 is -0.10000000000000009, yet within a tolerance of 0.1.
+    if abs(difference) <= config.tolerance + 1e-9:
+        return "same"
+    return "better" if difference > 0 else "worse"
 
 
 def changed_tasks(candidate: Mapping[str, float], reference: Mapping[str, float]) -> dict[str, dict[str, float]]:
