@@ -4,6 +4,7 @@ worse rolls back, better promotes, and repeated rollbacks freeze the lineage."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from aios_rl.campaign.validation import (
 from aios_rl.contracts.episode import Task
 from aios_rl.contracts.errors import ConfigError, LineageError
 from aios_rl.control.events import ControlConfig
+from aios_rl.envs.shell.task import load_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -117,6 +119,30 @@ def test_validation_tasks_are_never_trained_on(tmp_path: Path) -> None:
         ShellTraining(tmp_path / "run4", tmp_path / "overlap" / "tasks", ShellTrainConfig(
             validation=ValidationConfig(fraction=0.5)))
     assert not any((tmp_path / f"run{i}").exists() for i in (2, 3, 4))  # refused before the run directory exists
+
+
+def test_the_validation_set_is_kept_when_tasks_are_added_before_a_resume(tmp_path: Path) -> None:
+    for i in range(8):
+        make_task(tmp_path, task_id=f"calc-{i}")
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, validation=ValidationConfig(fraction=0.25))
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    held = [t.task_id for t in training.val_tasks]
+    training.close()
+    for i in range(8, 12):  # drawn again over 12 tasks, the seed's split would differ
+        make_task(tmp_path, task_id=f"calc-{i}")
+    redrawn = [t.task_id for t in split_validation(
+        load_tasks(tmp_path / "tasks", split="train"), 0.25, seed=0)[1]]
+    assert redrawn != held
+    resumed = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        assert [t.task_id for t in resumed.val_tasks] == held
+        assert {t.task_id for t in resumed.tasks} == {f"calc-{i}" for i in range(12)} - set(held)
+    finally:
+        resumed.close()
+    assert train_module.trained_task_ids(tmp_path / "run") == {f"calc-{i}" for i in range(12)} - set(held)
+    shutil.rmtree(tmp_path / "tasks" / held[0])
+    with pytest.raises(ConfigError, match=f"e.g. {held[0]}.*cannot change"):
+        ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
 
 
 def test_a_start_checkpoint_trained_on_the_validation_tasks_is_refused(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from aios_rl.campaign.train_config import (
     resolve_stored_config,
     store_epochs,
 )
-from aios_rl.campaign.validation import ValidationGate, validation_split
+from aios_rl.campaign.validation import SPLIT_KEY, ValidationGate, stored_split, validation_split
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task
 from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.contracts.protocols import Env, Teacher
@@ -146,11 +146,13 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
     return restore_student(meta["policy"], tensors), f"{run_dir}:{checkpoint}"
 
 
-def _stored_run(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """The training configuration and the task directory stored in a run directory (None where absent)."""
+def _stored_run(run_dir: Path) -> tuple[dict[str, Any] | None, str | None, list[str] | None]:
+    """The training configuration, the task directory and the validation task ids stored in a run directory
+    (None where absent)."""
     plane = ControlPlane(run_dir, writer=False)
     try:
-        return plane.store.get_meta(TRAIN_CONFIG_KEY), plane.store.get_meta("tasks_dir")
+        store = plane.store
+        return store.get_meta(TRAIN_CONFIG_KEY), store.get_meta("tasks_dir"), store.get_meta(SPLIT_KEY)
     finally:
         plane.close()
 
@@ -166,15 +168,18 @@ def trained_task_ids(run_dir: Path, *, depth: int = 8) -> set[str]:
     if not (run_dir / "control.db").is_file():  # never open (and so create) a store where there is none
         raise ConfigError(f"init_from: {run_dir}, a run this one descends from, is gone, so the tasks it "
                           "trained on cannot be checked against the validation set")
-    stored, tasks_dir = _stored_run(run_dir)
+    stored, tasks_dir, held = _stored_run(run_dir)
     if stored is None or tasks_dir is None or not Path(tasks_dir).is_dir():
         return set()
     config = ShellTrainConfig.model_validate(stored)
-    try:
-        trained, _ = validation_split(config.validation, load_tasks(Path(tasks_dir), split="train"), config.seed)
-    except ConfigError:  # its validation directory changed since: count every training task as trained on
-        trained = load_tasks(Path(tasks_dir), split="train")
-    ids = {t.task_id for t in trained}
+    train_tasks = load_tasks(Path(tasks_dir), split="train")
+    if held is not None:
+        ids = {t.task_id for t in train_tasks} - set(held)
+    else:  # recorded by older code: the split drawn again
+        try:
+            ids = {t.task_id for t in validation_split(config.validation, train_tasks, config.seed)[0]}
+        except ConfigError:  # its validation directory changed since: count every training task as trained on
+            ids = {t.task_id for t in train_tasks}
     if config.init_from and depth > 0:
         ids |= trained_task_ids(split_source(config.init_from)[0], depth=depth - 1)
     return ids
@@ -191,7 +196,7 @@ def open_training(run_dir: Path, *, epochs: int | None = None) -> ShellTraining:
     if not (run_dir / "control.db").is_file():
         raise StorageError(f"{run_dir} is not a run directory (no control.db); train first with "
                            "`aios-rl shell train`")
-    stored, tasks_dir = _stored_run(run_dir)
+    stored, tasks_dir, _ = _stored_run(run_dir)
     if stored is None or tasks_dir is None:
         raise ConfigError(f"{run_dir} is not a `shell train` run: it records no training configuration")
     if not Path(tasks_dir).is_dir():
@@ -227,8 +232,9 @@ class ShellTraining:
                 raise ConfigError(f"{run_dir} trains on the tasks in {stored_tasks}, not {tasks_dir}; "
                                   "continue it with the same --tasks (or none) or use a new --run")
             self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
-            self.tasks, self.val_tasks = split or validation_split(self.config.validation, train_tasks,
-                                                                   self.config.seed)
+            self.tasks, self.val_tasks = split or stored_split(self.config.validation, train_tasks,
+                                                               self.config.seed, self.plane.store.get_meta(SPLIT_KEY))
+            self.plane.store.set_meta(SPLIT_KEY, [t.task_id for t in self.val_tasks])
             self.teacher = build_teacher(self.config, run_dir)
             # Demonstrations (warm start, replay) are the oracle's ground truth: only when it is the first
             # teacher.

@@ -46,6 +46,7 @@ from aios_rl.policy.base import Policy
 
 Decision = Literal["better", "same", "worse"]
 VALIDATION_KEY = "validation_scores"
+SPLIT_KEY = "validation_task_ids"  # the run's validation set, fixed when the run is created
 
 
 class ValidationConfig(ConfigModel):
@@ -128,6 +129,35 @@ def validation_split(config: ValidationConfig, tasks: list[Task], seed: int) -> 
     if config.fraction > 0:
         return split_validation(tasks, config.fraction, seed)
     return tasks, []
+
+
+def stored_split(
+    config: ValidationConfig, tasks: list[Task], seed: int, stored: list[str] | None
+) -> tuple[list[Task], list[Task]]:
+    """:func:`validation_split` for a run that already exists: with ``stored`` (the validation task ids the
+    run recorded when it was created) the same validation set, whatever was added to the task directories
+    since, so no task trained on becomes a validation task nor a validation task a training one. A run that
+    recorded none (older code) gets its split drawn again.
+
+    Raises:
+        ConfigError: a recorded validation task is gone, or one is now among the training tasks.
+    """
+    if stored is None:
+        return validation_split(config, tasks, seed)
+    held = set(stored)
+    pool = load_tasks(Path(config.tasks_dir)) if config.tasks_dir is not None else tasks
+    validation = sorted((t for t in pool if t.task_id in held), key=lambda t: t.task_id)
+    missing = sorted(held - {t.task_id for t in validation})
+    where = config.tasks_dir or "the task directory's train split"
+    if missing:
+        raise ConfigError(f"{len(missing)} of the run's validation task(s) (e.g. {missing[0]}) are gone from "
+                          f"{where}; the validation set of a run cannot change: restore them or use a new --run")
+    if config.tasks_dir is not None:
+        shared = sorted(held & {t.task_id for t in tasks})
+        if shared:
+            raise ConfigError(f"validation task {shared[0]} is now also a training task; validation tasks must "
+                              "be held out of training")
+    return sorted((t for t in tasks if t.task_id not in held), key=lambda t: t.task_id), validation
 
 
 def task_outcomes(candidate: Mapping[str, float], reference: Mapping[str, float]) -> list[RelativeOutcome]:
