@@ -12,7 +12,7 @@ from aios_rl.contracts.errors import ContractError, EnvError
 from aios_rl.envs.shell.importer import escaping_symlinks, import_tasks
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.task import ShellTaskManifest, read_manifest
-from aios_rl.envs.shell.validation import PYTEST_COMMAND, validation_sandbox
+from aios_rl.envs.shell.validation import PYTEST_COMMAND, check_task, validation_sandbox
 
 GOOD = "def mul(a, b):\n    return a * b\n\n\ndef inc(a):\n    return a + 1\n"
 TESTS = (
@@ -116,3 +116,21 @@ def test_escaping_symlinks(tmp_path: Path) -> None:
     os.symlink("a.py", tmp_path / "pkg" / "inside.py")
     os.symlink("../../outside", tmp_path / "pkg" / "out")
     assert escaping_symlinks(tmp_path) == ["pkg/out"]
+
+
+def test_import_keeps_links_inside_the_repo_as_links(tmp_path: Path, sandbox) -> None:
+    # The check runs on a copy that keeps symlinks; the imported copy must be the same task, or a link
+    # that a fix changes through (ops_alias.py -> ops.py) turns into a stale copy and the task breaks.
+    task = put_task(tmp_path / "src", "alias", *bug("a * b", "a + b"))
+    os.symlink("ops.py", task / "repo" / "ops_alias.py")
+    os.symlink("missing.txt", task / "repo" / "dangling.txt")  # dangling, but inside the repo
+    (task / "repo" / "tests" / "test_alias.py").write_text(
+        "from ops_alias import mul\n\n\ndef test_alias():\n    assert mul(2, 3) == 6\n"
+    )
+    report = import_tasks(tmp_path / "src", tmp_path / "out", sandbox)
+    assert report.imported == ["alias"] and report.rejected == []
+    imported = tmp_path / "out" / "alias"
+    assert os.readlink(imported / "repo" / "ops_alias.py") == "ops.py"
+    assert os.readlink(imported / "repo" / "dangling.txt") == "missing.txt"
+    check = check_task(imported, sandbox)
+    assert check.valid, check.reason

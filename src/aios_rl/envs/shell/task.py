@@ -101,7 +101,9 @@ def read_manifest(task_dir: Path) -> ShellTaskManifest:
 def write_task(out_dir: Path, manifest: ShellTaskManifest, repo_src: Path) -> Path:
     """Write a task directory atomically (built beside, then renamed) so it is never half-written.
 
-    ``.git`` and caches are not copied: a task never carries history that could reveal the fix.
+    ``.git`` and caches are not copied: a task never carries history that could reveal the fix. Symlinks
+    stay links, as in the copies the checks and the environment run on, so the task written is the task
+    checked (a followed link would copy host files in, or freeze a file aliased inside the repo).
     """
     final = out_dir / manifest.task_id
     if final.exists():
@@ -111,7 +113,7 @@ def write_task(out_dir: Path, manifest: ShellTaskManifest, repo_src: Path) -> Pa
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
-        shutil.copytree(repo_src, tmp / REPO, ignore=IGNORED_IN_COPIES)
+        shutil.copytree(repo_src, tmp / REPO, ignore=IGNORED_IN_COPIES, symlinks=True)
         (tmp / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
         os.replace(tmp, final)
     except BaseException:
