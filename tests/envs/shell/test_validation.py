@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,15 @@ def test_broken_directories_are_invalid_without_running(tmp_path: Path, sandbox)
     assert reasons["norepo"] == "missing repo/ directory"
     assert reasons["badjson"].startswith("invalid manifest: <json>: got malformed JSON at line 1")
     assert reasons["badfield"].startswith("invalid manifest: split: got \"dev\"")
+
+
+def test_a_repo_that_cannot_be_copied_is_invalid_not_a_crash(tmp_path: Path, sandbox) -> None:
+    broken = make_task(tmp_path, "fifo", BUGGY, None)
+    os.mkfifo(broken / "repo" / "pipe")  # copytree refuses named pipes
+    good = make_task(tmp_path, "ok", BUGGY, None)
+    checks = check_tasks([broken, good], sandbox)
+    assert [c.verdict for c in checks] == ["invalid", "valid"]
+    assert checks[0].reason.startswith("cannot copy repo/:") and "named pipe" in checks[0].reason
 
 
 def test_run_suite_leaves_the_source_untouched(tmp_path: Path, sandbox) -> None:

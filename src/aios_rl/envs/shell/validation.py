@@ -147,12 +147,16 @@ def run_suite(
         patch: a unified diff applied to the copy first (a task's reference patch).
 
     Raises:
-        EnvError: the patch does not apply (malformed, or a hunk does not match).
+        EnvError: ``repo`` cannot be copied (a named pipe, an unreadable file), or the patch does not
+            apply (malformed, or a hunk does not match).
     """
     scratch = Path(tempfile.mkdtemp(prefix="aios-rl-suite-"))
     try:
         copy = scratch / REPO
-        shutil.copytree(repo, copy, ignore=IGNORED_IN_COPIES, symlinks=True)
+        try:
+            shutil.copytree(repo, copy, ignore=IGNORED_IN_COPIES, symlinks=True)
+        except OSError as exc:
+            raise EnvError(f"cannot copy {REPO}/: {_copy_problem(exc)}") from exc
         for rel, text in (files or {}).items():
             (copy / rel).write_text(text, encoding="utf-8")
         if patch is not None:
@@ -172,6 +176,13 @@ def run_suite(
         duration_s=result.duration_s,
         tail="\n".join(output.strip().splitlines()[-5:]),
     )
+
+
+def _copy_problem(exc: OSError) -> str:
+    """What went wrong in a copytree, in one line (shutil.Error lists every file it could not copy)."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        return "; ".join(str(entry[-1]) for entry in exc.args[0][:3])
+    return str(exc)
 
 
 def _broken(run: SuiteRun, test_command: Sequence[str], timeout_s: float) -> str | None:
@@ -239,7 +250,10 @@ def check_task(task_dir: Path, sandbox: Sandbox) -> TaskCheck:
         return manifest
     task_id, command, timeout = manifest.task_id, manifest.test_command, manifest.timeout_s
     repo = task_dir / REPO
-    given = run_suite(repo, command, timeout, sandbox)
+    try:
+        given = run_suite(repo, command, timeout, sandbox)
+    except EnvError as exc:
+        return _invalid(task_id, str(exc))
     verdict, reason = judge(given, None, command, timeout)
     if verdict == "invalid":
         return _invalid(task_id, reason, given=given)
