@@ -10,7 +10,8 @@ import pytest
 
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.pytest_output import is_pytest, parse_pytest
-from aios_rl.envs.shell.task import ShellTaskManifest, write_task
+from aios_rl.contracts.errors import ContractError
+from aios_rl.envs.shell.task import ShellTaskManifest, load_tasks, read_manifest, write_task
 from aios_rl.envs.shell.validation import (
     PYTEST_COMMAND,
     SuiteRun,
@@ -176,6 +177,21 @@ def test_a_repo_that_cannot_be_copied_is_invalid_not_a_crash(tmp_path: Path, san
     checks = check_tasks([broken, good], sandbox)
     assert [c.verdict for c in checks] == ["invalid", "valid"]
     assert checks[0].reason.startswith("cannot copy repo/:") and "named pipe" in checks[0].reason
+
+
+def test_unreadable_manifests_are_contract_errors(tmp_path: Path, sandbox) -> None:
+    latin = tmp_path / "tasks" / "latin"
+    (latin / "repo").mkdir(parents=True)
+    text = '{"task_id": "latin", "split": "train", "prompt": "Réparez", "test_command": ["true"]}'
+    (latin / "manifest.json").write_bytes(text.encode("latin-1"))
+    check = check_task(latin, sandbox)
+    assert check.verdict == "invalid" and "not UTF-8" in check.reason
+    with pytest.raises(ContractError, match="not UTF-8"):
+        load_tasks(tmp_path / "tasks")
+    (latin / "manifest.json").unlink()
+    (latin / "manifest.json").mkdir()
+    with pytest.raises(ContractError, match="manifest.json"):
+        read_manifest(latin)
 
 
 def test_run_suite_leaves_the_source_untouched(tmp_path: Path, sandbox) -> None:

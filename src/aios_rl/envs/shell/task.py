@@ -89,9 +89,16 @@ def read_manifest(task_dir: Path) -> ShellTaskManifest:
     """
     path = task_dir / MANIFEST
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise ContractError(f"{task_dir}: no {MANIFEST}", [f"{MANIFEST}: got nothing; expected a task manifest"]) from None
+    except IsADirectoryError:
+        problem = f"{MANIFEST}: got a directory; expected a task manifest file"
+        raise ContractError(f"{task_dir}: {MANIFEST} is a directory", [problem]) from None
+    except UnicodeDecodeError as exc:
+        problem = (f"{MANIFEST}: got byte {exc.object[exc.start]:#04x} at offset {exc.start}, which is not "
+                   "UTF-8; expected a UTF-8 JSON document")
+        raise ContractError(f"{path} is not UTF-8 text", [problem]) from None
     manifest = parse_json_record(ShellTaskManifest, text, source=str(path))
     if not (task_dir / REPO).is_dir():
         raise ContractError(f"{task_dir}: no {REPO}/ directory", [f"{REPO}: got nothing; expected the repository copy"])
