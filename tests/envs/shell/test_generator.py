@@ -25,7 +25,9 @@ from aios_rl.envs.shell.generator import (
     referenced_names,
 )
 from aios_rl.envs.shell.mining import _quotas, _RepoState
+from aios_rl.envs.shell.mutant_candidates import discover
 from aios_rl.envs.shell.mutate import NON_INVERTIBLE_OPERATORS, OPERATORS, Mutation
+from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.seed_repos import SEEDS_DIR
 from aios_rl.envs.shell.task import read_manifest
 from aios_rl.envs.shell.validation import PYTEST_COMMAND, SuiteRun, check_task, validation_sandbox
@@ -262,3 +264,29 @@ def test_tasks_from_a_repo_whose_tests_fail(tmp_path: Path, sandbox) -> None:
     with pytest.raises(EnvError, match="do not pass as given"):
         generate_from_repo(repo, list(PYTEST_COMMAND), tmp_path / "o", GeneratorConfig(count=2),
                            sandbox=sandbox)
+
+
+def test_a_module_linked_from_outside_the_repo_is_never_written(tmp_path: Path) -> None:
+    # shapes.py is a link to a file elsewhere that the sandbox can read; writing a mutant into the
+    # copy's shapes.py would go through the link and overwrite the user's file outside the repository.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "shapes.py").write_text(SHAPES)
+    repo = tmp_path / "proj"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    (repo / "notes.py").write_text("def note():\n    return 1\n")  # a module the tests never reach
+    (repo / "shapes.py").symlink_to(shared / "shapes.py")
+    seeing_shared = Sandbox(validation_sandbox().config.model_copy(update={"extra_ro_paths": (str(shared),)}))
+    summary = generate_from_repo(repo, list(PYTEST_COMMAND), tmp_path / "out", GeneratorConfig(count=2),
+                                 sandbox=seeing_shared)
+    assert (shared / "shapes.py").read_text() == SHAPES
+    assert summary.generated == 0  # the only covered module is not the repository's own to mutate
+
+
+def test_discover_leaves_linked_modules_out(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
+    assert discover(tmp_path, "r", PYTEST_COMMAND).modules == ("a.py",)

@@ -52,6 +52,9 @@ def _is_test_path(rel: PurePosixPath) -> bool:
 def discover(root: Path, name: str, test_command: Sequence[str]) -> SourceRepo:
     """Source modules (``*.py`` outside test directories) and test files of a repository.
 
+    A module that is a symlink is not mutated: its text is not the repository's own, and a mutant written
+    into a copy of the link would go through it to the file it names, outside the repository.
+
     Raises:
         EnvError: there are no test files or no source modules.
     """
@@ -62,7 +65,7 @@ def discover(root: Path, name: str, test_command: Sequence[str]) -> SourceRepo:
             continue
         if _is_test_path(rel):
             tests.append(str(rel))
-        elif rel.name != "setup.py":
+        elif rel.name != "setup.py" and not path.is_symlink():
             modules.append(str(rel))
     if not tests:
         raise EnvError(f"{root}: no test files (tests/, test_*.py or *_test.py); tasks need tests that fail")
