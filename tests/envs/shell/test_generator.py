@@ -290,3 +290,26 @@ def test_discover_leaves_linked_modules_out(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("")
     (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
     assert discover(tmp_path, "r", PYTEST_COMMAND).modules == ("a.py",)
+
+
+def test_mutants_run_in_the_sandbox_the_caller_configured(tmp_path: Path) -> None:
+    # One test needs a host directory that only the caller's sandbox binds; mutants must see it too, or
+    # every mutant "fails" that test, which then becomes a target test that never fails in the task.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "data.txt").write_text("42\n")
+    repo = tmp_path / "proj"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    (repo / "tests" / "test_data.py").write_text(
+        f"def test_data():\n    assert open({str(shared / 'data.txt')!r}).read() == '42\\n'\n"
+    )
+    binding = Sandbox(validation_sandbox().config.model_copy(update={"extra_ro_paths": (str(shared),)}))
+    out = tmp_path / "out"
+    summary = generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=2, seed=3),
+                                 sandbox=binding)
+    assert summary.generated == 2
+    for task in sorted(p for p in out.iterdir() if p.is_dir()):
+        assert "tests/test_data.py::test_data" not in (read_manifest(task).target_tests or [])
+        assert check_task(task, binding).valid

@@ -22,7 +22,7 @@ from aios_rl.envs.shell.generator_config import GeneratorConfig
 from aios_rl.envs.shell.mutant_candidates import SourceRepo, candidate_queue, task_id_for
 from aios_rl.envs.shell.mutate import Mutation, apply_mutation, apply_unified_diff, unified_diff
 from aios_rl.envs.shell.sandbox import Sandbox
-from aios_rl.envs.shell.validation import SuiteRun, judge, run_suite, validation_sandbox
+from aios_rl.envs.shell.validation import SuiteRun, judge, run_suite
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +150,8 @@ def mine(
     ``repos`` order matters: earlier repos get the remainder of the round-robin deal, so callers put the
     repos that must not end up empty (holdout) first. Results are applied in submission order, so the
     outcome does not depend on which sandboxed run finishes first. ``sandbox`` runs the original suites;
-    mutants run in sandboxes with a CPU limit fitted to each original. A repo whose original suite does
-    not pass gives no tasks and is reported in ``broken``.
+    mutants run in copies of it (same binds and limits) with a CPU limit fitted to each original. A repo
+    whose original suite does not pass gives no tasks and is reported in ``broken``.
     """
     # One rng per repo, so a repo's candidate order does not depend on which other repos were needed.
     states = [_RepoState(r, random.Random(f"{config.seed}/{i}/{r.name}")) for i, r in enumerate(repos)]
@@ -174,8 +174,8 @@ def mine(
                                        state.repo.name, run.returncode, run.tail[-300:])
                         continue
                     cpu = _limits(state, config)[1]
-                    if cpu not in sandboxes:
-                        sandboxes[cpu] = validation_sandbox(config.timeout_s, cpu_seconds=cpu)
+                    if cpu not in sandboxes:  # the caller's sandbox (binds, limits), with that CPU limit
+                        sandboxes[cpu] = Sandbox(sandbox.config.model_copy(update={"cpu_seconds": cpu}))
                     state.sandbox = sandboxes[cpu]
                     # Enumerated only now: a repo that is never dealt a task costs nothing.
                     state.queue = candidate_queue(state.repo, config.operators, state.rng)
