@@ -96,8 +96,13 @@ def tasks_from_repo(
     """
     if split not in ("train", "holdout"):
         raise ConfigError(f"--split must be train or holdout, got {split!r}")
+    try:
+        argv = shlex.split(test_cmd)
+    except ValueError as exc:
+        raise ConfigError(f"--test-cmd {test_cmd!r} is not a valid shell command line ({exc}); "
+                          "check its quotes") from None
     config = _config(count=count, seed=seed, timeout_s=timeout, workers=workers, holdout_repos=0)
-    summary = generate_from_repo(path, shlex.split(test_cmd), out, config, split=cast(Split, split),
+    summary = generate_from_repo(path, argv, out, config, split=cast(Split, split),
                                  force=force, show_progress=not as_json)
     _print_generated(summary, as_json)
 
