@@ -313,3 +313,23 @@ def test_mutants_run_in_the_sandbox_the_caller_configured(tmp_path: Path) -> Non
     for task in sorted(p for p in out.iterdir() if p.is_dir()):
         assert "tests/test_data.py::test_data" not in (read_manifest(task).target_tests or [])
         assert check_task(task, binding).valid
+
+
+def test_force_keeps_the_old_task_set_when_nothing_replaces_it(tmp_path: Path, sandbox) -> None:
+    out = tmp_path / "out"
+    (out / "t1").mkdir(parents=True)
+    (out / "t1" / "manifest.json").write_text("{}")
+    no_tests = tmp_path / "typo"
+    no_tests.mkdir()
+    (no_tests / "shapes.py").write_text(SHAPES)
+    with pytest.raises(EnvError, match="no test files"):
+        generate_from_repo(no_tests, list(PYTEST_COMMAND), out, GeneratorConfig(count=2), sandbox=sandbox,
+                           force=True)
+    broken = tmp_path / "broken"
+    (broken / "tests").mkdir(parents=True)
+    (broken / "shapes.py").write_text(SHAPES.replace("2 * (", "3 * ("))
+    (broken / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    with pytest.raises(EnvError, match="do not pass as given"):
+        generate_from_repo(broken, list(PYTEST_COMMAND), out, GeneratorConfig(count=2), sandbox=sandbox,
+                           force=True)
+    assert (out / "t1" / "manifest.json").read_text() == "{}"  # the failed runs replaced nothing

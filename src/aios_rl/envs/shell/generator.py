@@ -52,6 +52,7 @@ from aios_rl.envs.shell.task import IGNORED_IN_COPIES
 from aios_rl.envs.shell.task_set import SUMMARY_FILE as SUMMARY_FILE
 from aios_rl.envs.shell.task_set import (
     GenerationSummary,
+    check_out_dir,
     holdout_splits,
     prepare_out_dir,
     summarize,
@@ -82,7 +83,7 @@ def generate_benchmark(
     if len(names) <= config.holdout_repos:
         raise EnvError(f"{len(names)} seed repos cannot hold out {config.holdout_repos} and still train on "
                        "one; lower --holdout-repos")
-    prepare_out_dir(out, force)
+    check_out_dir(out, force)  # cleared only once there are tasks to replace its task set with
     sandbox = sandbox or validation_sandbox()
     rng = random.Random(config.seed)
     holdout = rng.sample(names, config.holdout_repos)
@@ -91,6 +92,7 @@ def generate_benchmark(
     repos = [discover(SEEDS_DIR / n, n, PYTEST_COMMAND) for n in [*holdout, *train]]
     mined = mine(repos, config, sandbox, show_progress=show_progress)
     splits = holdout_splits(mined.kept, holdout, config.holdout_fraction, rng)
+    prepare_out_dir(out, force)
     write_tasks(out, mined.kept, splits, config)
     return summarize(out, config, mined, splits, holdout, started)
 
@@ -150,7 +152,7 @@ def generate_from_repo(
     if not test_command:
         raise EnvError('the test command is empty; pass e.g. --test-cmd "python -m pytest -q tests"')
     repo_name = name or safe_repo_name(path)
-    prepare_out_dir(out, force)
+    check_out_dir(out, force)  # cleared only once there are tasks to replace its task set with
     sandbox = sandbox or validation_sandbox()
     with tempfile.TemporaryDirectory(prefix="aios-rl-mine-") as scratch:
         root = Path(scratch) / repo_name
@@ -163,5 +165,6 @@ def generate_from_repo(
             raise EnvError(f"the tests of {path} do not pass as given (exit {run.returncode}, {how}); tasks "
                            f"need a passing suite to mutate; check --test-cmd. Output ends:\n{run.tail}")
         splits: dict[str, Split] = {k.task_id: split for k in mined.kept}
+        prepare_out_dir(out, force)
         write_tasks(out, mined.kept, splits, config)
     return summarize(out, config, mined, splits, [], started)

@@ -115,8 +115,9 @@ def holdout_splits(kept: Sequence[KeptMutant], holdout_repos: Sequence[str], fra
     return splits
 
 
-def prepare_out_dir(out: Path, force: bool) -> None:
-    """Creates ``out``; a non-empty one is refused unless ``force``, which clears a previous task set.
+def check_out_dir(out: Path, force: bool) -> list[Path]:
+    """What :func:`prepare_out_dir` would clear, checked without touching anything (so a generation can
+    fail early, before its mining, and still leave a previous task set in place).
 
     Raises:
         EnvError: ``out`` is not empty (without ``force``), or holds something other than tasks.
@@ -130,6 +131,16 @@ def prepare_out_dir(out: Path, force: bool) -> None:
         is_task = entry.is_dir() and (entry / MANIFEST).is_file()
         if not (is_task or entry.name == SUMMARY_FILE or entry.name.startswith(".tmp-")):
             raise EnvError(f"refusing to clear {out}: {entry.name} is not a task; choose a new --out")
+    return entries
+
+
+def prepare_out_dir(out: Path, force: bool) -> None:
+    """Creates ``out``; a non-empty one is refused unless ``force``, which clears a previous task set.
+
+    Raises:
+        EnvError: ``out`` is not empty (without ``force``), or holds something other than tasks.
+    """
+    entries = check_out_dir(out, force)
     for entry in entries:
         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     out.mkdir(parents=True, exist_ok=True)
