@@ -134,3 +134,11 @@ def test_import_keeps_links_inside_the_repo_as_links(tmp_path: Path, sandbox) ->
     assert os.readlink(imported / "repo" / "dangling.txt") == "missing.txt"
     check = check_task(imported, sandbox)
     assert check.valid, check.reason
+
+
+def test_escaping_symlinks_survives_link_loops(tmp_path: Path) -> None:
+    os.symlink("self", tmp_path / "self")  # a loop: resolving it fails, but it points nowhere outside
+    os.symlink("b", tmp_path / "a")
+    os.symlink("a", tmp_path / "b")
+    os.symlink("/etc/hostname", tmp_path / "host")
+    assert escaping_symlinks(tmp_path) == ["host"]

@@ -42,13 +42,17 @@ class ImportReport(Record):
 
 
 def escaping_symlinks(repo: Path) -> list[str]:
-    """Symlinks under ``repo`` that point outside it (copying would pull host files into the task)."""
-    root = repo.resolve()
+    """Symlinks under ``repo`` that point outside it (copying would pull host files into the task).
+
+    Resolved with ``os.path.realpath``, which leaves a link loop as it stands instead of raising (3.11's
+    ``Path.resolve`` raises RuntimeError), so a loop inside the repo is judged by where it lies.
+    """
+    root = Path(os.path.realpath(repo))
     bad = []
     for dirpath, dirnames, filenames in os.walk(repo):
         for name in sorted([*dirnames, *filenames]):
             path = Path(dirpath) / name
-            if path.is_symlink() and not path.resolve().is_relative_to(root):
+            if path.is_symlink() and not Path(os.path.realpath(path)).is_relative_to(root):
                 bad.append(path.relative_to(repo).as_posix())
     return sorted(bad)
 
