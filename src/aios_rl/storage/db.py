@@ -128,14 +128,25 @@ class RunStore:
 
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:
-        """One write transaction (``BEGIN IMMEDIATE``): committed on success, rolled back on error."""
-        self._conn.execute("BEGIN IMMEDIATE")
+        """One write transaction (``BEGIN IMMEDIATE``): committed on success, rolled back on error.
+
+        Raises:
+            StorageError: SQLite refused a statement or the commit (disk full, locked past the busy
+                timeout, a constraint checked at commit); nothing of the transaction is kept.
+        """
         try:
-            yield _Tx(self._conn)
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _Tx(self._conn)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                # SQLite may already have rolled back (e.g. on SQLITE_FULL); a second ROLLBACK would fail
+                # and hide the real error. A failed COMMIT leaves the transaction open: close it here.
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{self.path}: cannot write to the run store: {exc}") from exc
 
     # -- events ---------------------------------------------------------------------------------------
 

@@ -1,0 +1,38 @@
+"""Writing to a run store that SQLite refuses (disk full, a failed commit): a StorageError that names the
+real cause, and a store that still works once the cause is gone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aios_rl.contracts.errors import StorageError
+from aios_rl.storage.db import RunStore
+
+
+def test_a_full_disk_is_a_storage_error_naming_it_and_the_store_recovers(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "control.db") as store:
+        store._conn.execute("PRAGMA max_page_count=8")  # the file cannot grow: SQLite's "disk is full"
+        with pytest.raises(StorageError, match="disk is full"):
+            for i in range(100):
+                store.append_event(f"e{i}", "kind", {"blob": "x" * 2000}, "now")
+        committed = store.event_count()
+        store._conn.execute("PRAGMA max_page_count=1000000")
+        assert store.append_event("after", "kind", {}, "now") is not None
+        assert store.event_count() == committed + 1
+
+
+def test_a_failed_commit_is_rolled_back_and_leaves_the_store_usable(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "control.db") as store:
+        with store.transaction() as tx:
+            tx.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+            tx.execute(
+                "CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)"
+            )
+        with pytest.raises(StorageError, match="FOREIGN KEY"):
+            with store.transaction() as tx:  # a deferred constraint fails at COMMIT, not at the insert
+                tx.execute("INSERT INTO child (pid) VALUES (7)")
+        store.set_meta("still", "writable")
+        assert store.get_meta("still") == "writable"
+        assert store._conn.execute("SELECT COUNT(*) FROM child").fetchone()[0] == 0
