@@ -167,3 +167,16 @@ def test_invalid_traces_are_rejected_before_storage(bad):
     base = dict(z=(0.0,) * 26, arm="m1-default", y=0.1)
     with pytest.raises(ContractError):
         RailTrace(**{**base, **bad})
+
+
+def test_a_full_disk_names_itself_and_the_store_appends_again_once_there_is_room(tmp_path):
+    store = RailTraceStore(tmp_path / "control.db")
+    store._conn.execute("PRAGMA max_page_count=6")  # the file cannot grow: SQLite's "disk is full"
+    with pytest.raises(StorageError, match="disk is full"):
+        for i in range(100):
+            store.append(make_trace(i, hidden_size=512))
+    stored = store.count()
+    store._conn.execute("PRAGMA max_page_count=1000000")
+    store.append(make_trace(0))
+    assert store.count() == stored + 1
+    store.close()

@@ -145,10 +145,10 @@ class RailTraceStore:
             for name, (kind, default) in _ADDED_COLUMNS.items():
                 if name not in present:
                     self._conn.execute(f"ALTER TABLE rail_traces ADD COLUMN {name} {kind} DEFAULT {default}")
+            self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            _rollback_if_open(self._conn)
             raise
-        self._conn.execute("COMMIT")
 
     def append(self, trace: RailTrace) -> int:
         """Insert one trace in its own transaction; returns its row id."""
@@ -170,10 +170,10 @@ class RailTraceStore:
                         f"INSERT INTO rail_traces ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         row,
                     )
+                    self._conn.execute("COMMIT")
                 except BaseException:
-                    self._conn.execute("ROLLBACK")
+                    _rollback_if_open(self._conn)
                     raise
-                self._conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
                 raise StorageError(f"{self.path}: cannot append a RAIL trace: {exc}") from None
         return int(cur.lastrowid)
@@ -238,3 +238,10 @@ class RailTraceStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _rollback_if_open(conn: sqlite3.Connection) -> None:
+    """Roll back the failed transaction unless SQLite already did (it does on a full disk, and a second
+    ROLLBACK would then raise and hide that error); also closes one left open by a failed COMMIT."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
