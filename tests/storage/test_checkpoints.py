@@ -170,6 +170,22 @@ def test_restore_rng_rejects_malformed_state_before_touching_generators() -> Non
     assert first[:2] == second[:2] and torch.equal(first[2], second[2])
 
 
+@pytest.mark.parametrize("part", ["python", "numpy"])
+def test_a_state_vector_of_the_wrong_size_changes_no_generator(part: str) -> None:
+    state = capture_rng()
+    if part == "python":
+        bad = {**state, "python": {**state["python"], "internal": state["python"]["internal"][:10]}}
+    else:
+        bad = {**state, "numpy": {**state["numpy"], "key": state["numpy"]["key"][:10]}}
+    draw()
+    expected = capture_rng()
+    with pytest.raises(StorageError, match="RNG"):
+        restore_rng(bad)
+    after = capture_rng()
+    assert after["python"] == expected["python"] and after["numpy"] == expected["numpy"]
+    assert torch.equal(after["torch"], expected["torch"])
+
+
 def test_non_contiguous_and_shared_tensors_are_saved_as_copies(tmp_path: Path) -> None:
     base = torch.arange(12.0).reshape(3, 4)
     tensors = {"t": base.t(), "row0": base[0], "row1": base[1], "param": torch.nn.Parameter(torch.ones(2))}

@@ -393,10 +393,16 @@ def restore_rng(state: Mapping[str, Any]) -> None:
         }
         if not isinstance(torch_state, torch.Tensor) or torch_state.dtype != torch.uint8:
             raise TypeError(f"torch state must be a uint8 tensor, got {torch_state!r:.60}")
-        torch.set_rng_state(torch_state.detach().cpu())
+        torch_state = torch_state.detach().cpu()
+        # Tried on throwaway generators first: a part the global one would refuse (a state vector of the
+        # wrong size) must fail before any global generator has changed.
+        torch.Generator().set_state(torch_state)
+        np.random.RandomState().set_state(numpy_state)
+        random.Random().setstate(python_state)
+        torch.set_rng_state(torch_state)
         np.random.set_state(numpy_state)
         random.setstate(python_state)
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+    except (LookupError, TypeError, ValueError, RuntimeError) as exc:
         raise StorageError(f"cannot restore RNG state: {exc!r}") from exc
 
 
