@@ -381,6 +381,7 @@ def merge(files: list[Path]) -> None:
     by_task: dict[str, dict[str, dict[str, int]]] = {}
     groups: dict[str, str] = {}
     seeds: set[int] = set()
+    merged: set[tuple[str, int]] = set()  # (configuration, seed) whose values are in the table
     for file in files:
         data = json.loads(file.read_text())
         found = data.get("holdout_groups") or _stored_groups(data["args"])
@@ -388,19 +389,40 @@ def merge(files: list[Path]) -> None:
             print(f"{file}: its holdout groups are unknown (no holdout_groups, and the task set it names is "
                   "gone): its pairs count only in the lines over all tasks", file=sys.stderr)
         groups.update(found)
-        seeds.update(range(int(data["args"]["first_seed"]), int(data["args"]["first_seed"]) + int(data["args"]["seeds"])))
+        first = int(data["args"]["first_seed"])
+        numbers = range(first, first + int(data["args"]["seeds"]))
+        seeds.update(numbers)
+        # A row (one value per seed) shared by files over the same seeds, e.g. the warm start or the
+        # baselines of runs split by configuration, counts each seed once: the first file's value.
+        fresh = {name: [i for i, seed in enumerate(numbers) if (name, seed) not in merged]
+                 for name in {*data.get("rows", {}), *data.get("train_minutes", {})}}
+        for name, keep in fresh.items():
+            if len(keep) < len(numbers):
+                print(f"{file}: {name}: seeds already merged from an earlier file count once "
+                      f"(its values for them are left out)", file=sys.stderr)
+            merged.update((name, numbers[i]) for i in keep)
         for name, scores in data.get("rows", {}).items():
             for key, values in scores.items():
-                rows.setdefault(name, {}).setdefault(key, []).extend(values)
+                kept = _per_seed(values, fresh[name], len(numbers))
+                rows.setdefault(name, {}).setdefault(key, []).extend(kept)
         for name, values in data.get("train_minutes", {}).items():
-            minutes.setdefault(name, []).extend(values)
+            minutes.setdefault(name, []).extend(_per_seed(values, fresh[name], len(numbers)))
         for name, per_seed in data.get("by_task", {}).items():
-            by_task.setdefault(name, {}).update(per_seed)
+            for seed, solved in per_seed.items():  # as the rows: the first file's outcomes of a seed
+                by_task.setdefault(name, {}).setdefault(seed, solved)
     print(f"shell learning benchmark, merged: seeds {sorted(seeds)} from {len(files)} file(s)")
     if rows:
         print_table(rows, minutes)
     for line in paired_lines(by_task, groups):
         print(line)
+
+
+def _per_seed(values: list[float], keep: list[int], seeds: int) -> list[float]:
+    """The values of the seeds at positions ``keep``; a list that is not one value per seed (minutes of
+    runs stored before phase times) is kept whole unless some of its seeds were merged already."""
+    if len(values) == seeds:
+        return [values[i] for i in keep]
+    return list(values) if len(keep) == seeds else []
 
 
 def _stored_groups(args: dict) -> dict[str, str]:

@@ -74,3 +74,16 @@ def test_merge_reads_the_groups_of_an_older_file_from_its_task_set(bench, tmp_pa
     bench.merge([tmp_path / "gone.json"])
     captured = capsys.readouterr()
     assert "holdout groups are unknown" in captured.err and "  unseen" not in captured.out
+
+
+def test_merge_counts_a_row_shared_by_files_over_the_same_seeds_once(bench, tmp_path, capsys) -> None:
+    # two processes over seeds 0-2, one per teacher configuration: each evaluates the shared warm start
+    warm = [0.70, 0.72, 0.78]
+    args = {"first_seed": 0, "seeds": 3, "tasks": str(tmp_path / "no-such-tasks")}
+    for name, config in (("a", "distillation only"), ("b", "distillation + RL")):
+        rows = {"oracle warm start alone": {"holdout": warm}, config: {"holdout": [0.6, 0.7, 0.8]}}
+        data = {"rows": rows, "holdout_groups": {"t": "unseen_repos"}, "args": args}
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    bench.merge([tmp_path / "a.json", tmp_path / "b.json"])
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("oracle warm start")]
+    assert bench.fmt(warm) in line  # mean ± std over the three seeds, not over six copies
