@@ -66,3 +66,10 @@ def test_a_store_from_a_newer_aios_rl_is_refused_and_its_connection_closed(
     assert len(made) == 1
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         made[0].execute("SELECT 1")
+
+
+def test_a_run_directory_that_is_a_file_is_a_storage_error(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.write_text("not a directory")  # e.g. `shell train --run` given a file by mistake
+    with pytest.raises(StorageError, match="cannot create"):
+        RunStore(run / "control.db")

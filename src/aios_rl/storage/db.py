@@ -86,7 +86,10 @@ class RunStore:
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StorageError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create the run directory {self.path.parent}: {exc}") from None
         try:
             self._conn = connect_wal(self.path)
         except sqlite3.DatabaseError as exc:
