@@ -73,3 +73,20 @@ def test_a_run_directory_that_is_a_file_is_a_storage_error(tmp_path: Path) -> No
     run.write_text("not a directory")  # e.g. `shell train --run` given a file by mistake
     with pytest.raises(StorageError, match="cannot create"):
         RunStore(run / "control.db")
+
+
+def test_a_corrupt_store_is_a_storage_error_when_read(tmp_path: Path) -> None:
+    path = tmp_path / "control.db"
+    with RunStore(path) as store:
+        for i in range(100):
+            store.append_event(f"e{i}", "kind", {"blob": "x" * 300}, "now")
+        store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    for offset in range(2 * 4096, len(data), 4096):  # the header page stays intact: the file still opens
+        data[offset : offset + 100] = b"\xff" * 100
+    path.write_bytes(bytes(data))
+    with RunStore(path) as store:
+        for read in (lambda: list(store.events()), store.event_count, lambda: store.get_meta("key"),
+                     store.latest_snapshot, store.episode_ids):
+            with pytest.raises(StorageError, match="malformed"):
+                read()

@@ -108,7 +108,8 @@ class RunStore:
 
     @property
     def schema_version(self) -> int:
-        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        with self._reading():
+            return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
 
     def _migrate(self) -> None:
         self._check_version(self.schema_version)
@@ -128,6 +129,14 @@ class RunStore:
                 f"{self.path}: schema version {current} is newer than this aios-rl ({len(MIGRATIONS)}); "
                 "upgrade aios-rl to open this run"
             )
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Turn SQLite's errors while reading (a corrupt file, locked past the timeout) into StorageError."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{self.path}: cannot read the run store: {exc}") from exc
 
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:
@@ -154,7 +163,8 @@ class RunStore:
     # -- events ---------------------------------------------------------------------------------------
 
     def has_event(self, event_id: str) -> bool:
-        row = self._conn.execute("SELECT 1 FROM events WHERE event_id = ?", (event_id,)).fetchone()
+        with self._reading():
+            row = self._conn.execute("SELECT 1 FROM events WHERE event_id = ?", (event_id,)).fetchone()
         return row is not None
 
     def append_event(
@@ -198,24 +208,29 @@ class RunStore:
 
     def events(self, after_seq: int = 0) -> Iterator[StoredEvent]:
         """Committed events in commit order, starting after ``after_seq``."""
-        cur = self._conn.execute(
-            "SELECT seq, event_id, kind, payload, created_at FROM events WHERE seq > ? ORDER BY seq",
-            (after_seq,),
-        )
-        for seq, event_id, kind, payload, created_at in cur:
-            yield StoredEvent(seq, event_id, kind, json.loads(payload), created_at)
+        with self._reading():
+            cur = self._conn.execute(
+                "SELECT seq, event_id, kind, payload, created_at FROM events WHERE seq > ? ORDER BY seq",
+                (after_seq,),
+            )
+            for seq, event_id, kind, payload, created_at in cur:
+                yield StoredEvent(seq, event_id, kind, json.loads(payload), created_at)
 
     def event_count(self) -> int:
-        return int(self._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+        with self._reading():
+            return int(self._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
 
     def latest_snapshot(self) -> tuple[int, str] | None:
-        row = self._conn.execute("SELECT seq, state FROM snapshots ORDER BY seq DESC LIMIT 1").fetchone()
+        with self._reading():
+            row = self._conn.execute("SELECT seq, state FROM snapshots ORDER BY seq DESC LIMIT 1").fetchone()
         return (int(row[0]), str(row[1])) if row else None
 
     # -- episodes -------------------------------------------------------------------------------------
 
     def episode_body(self, episode_id: str) -> str | None:
-        row = self._conn.execute("SELECT body FROM episodes WHERE episode_id = ?", (episode_id,)).fetchone()
+        with self._reading():
+            sql = "SELECT body FROM episodes WHERE episode_id = ?"
+            row = self._conn.execute(sql, (episode_id,)).fetchone()
         return str(row[0]) if row else None
 
     def episode_bodies(self, episode_ids: Sequence[str]) -> dict[str, str]:
@@ -224,21 +239,23 @@ class RunStore:
         for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self._conn.execute(
-                f"SELECT episode_id, body FROM episodes WHERE episode_id IN ({marks})", chunk
-            )
+            with self._reading():
+                rows = self._conn.execute(
+                    f"SELECT episode_id, body FROM episodes WHERE episode_id IN ({marks})", chunk
+                ).fetchall()
             out.update({str(i): str(b) for i, b in rows})
         return out
 
     def episode_ids(self, environment: str | None = None) -> list[str]:
-        if environment is None:
-            rows = self._conn.execute("SELECT episode_id FROM episodes ORDER BY event_seq, episode_id")
-        else:
-            rows = self._conn.execute(
-                "SELECT episode_id FROM episodes WHERE environment = ? ORDER BY event_seq, episode_id",
-                (environment,),
-            )
-        return [str(r[0]) for r in rows]
+        with self._reading():
+            if environment is None:
+                rows = self._conn.execute("SELECT episode_id FROM episodes ORDER BY event_seq, episode_id")
+            else:
+                rows = self._conn.execute(
+                    "SELECT episode_id FROM episodes WHERE environment = ? ORDER BY event_seq, episode_id",
+                    (environment,),
+                )
+            return [str(r[0]) for r in rows]
 
     # -- run metadata (resolved config, versions) -----------------------------------------------------
 
@@ -247,7 +264,8 @@ class RunStore:
             _put_meta(tx, key, value)
 
     def get_meta(self, key: str, default: Any = None) -> Any:
-        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        with self._reading():
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else default
 
     def close(self) -> None:
