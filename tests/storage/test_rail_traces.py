@@ -180,3 +180,20 @@ def test_a_full_disk_names_itself_and_the_store_appends_again_once_there_is_room
     store.append(make_trace(0))
     assert store.count() == stored + 1
     store.close()
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_a_corrupt_file_is_a_storage_error_when_read(tmp_path, read_only):
+    path = tmp_path / "control.db"
+    with RailTraceStore(path) as store:
+        for i in range(60):
+            store.append(make_trace(i))
+        store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    for offset in range(2 * 4096, len(data), 4096):  # the header page stays intact: the file still opens
+        data[offset : offset + 100] = b"\xff" * 100
+    path.write_bytes(bytes(data))
+    with RailTraceStore(path, read_only=read_only) as store:
+        for read in (store.all, store.count, store.last_id):
+            with pytest.raises(StorageError, match="malformed"):
+                read()

@@ -183,8 +183,7 @@ class RailTraceStore:
         if not self._columns:  # read-only, and the file has no trace table
             return []
         select = ", ".join(c if c in self._columns else _ADDED_COLUMNS[c][1] for c in _COLUMNS.split(", "))
-        with self._lock:
-            rows = self._conn.execute(f"SELECT {select} FROM rail_traces ORDER BY id").fetchall()
+        rows = self._read(f"SELECT {select} FROM rail_traces ORDER BY id")
         return [
             RailTrace(
                 z=tuple(float(v) for v in json.loads(z)),
@@ -207,8 +206,7 @@ class RailTraceStore:
         """The row id of the newest trace (0 when there is none)."""
         if not self._columns:
             return 0
-        with self._lock:
-            return int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM rail_traces").fetchone()[0])
+        return int(self._read("SELECT COALESCE(MAX(id), 0) FROM rail_traces")[0][0])
 
     def discard_after(self, row_id: int) -> int:
         """Delete the traces newer than ``row_id`` (an epoch's, when it was killed before its commit); returns
@@ -226,8 +224,15 @@ class RailTraceStore:
         """Number of stored traces."""
         if not self._columns:
             return 0
+        return int(self._read("SELECT COUNT(*) FROM rail_traces")[0][0])
+
+    def _read(self, sql: str) -> list[tuple]:
+        """The rows of one query; SQLite errors (a corrupt file, locked past the timeout) as StorageError."""
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM rail_traces").fetchone()[0])
+            try:
+                return self._conn.execute(sql).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise StorageError(f"{self.path}: cannot read RAIL traces: {exc}") from None
 
     def close(self) -> None:
         with self._lock:
