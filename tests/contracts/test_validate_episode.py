@@ -130,3 +130,18 @@ def test_schema_command_prints_json_schema(name: str) -> None:
 def test_episode_round_trips_through_json() -> None:
     data = valid_episode()
     assert json.loads(Episode.model_validate(data).model_dump_json()) == data
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"seed": ' + "9" * 5000 + "}", "digits"),  # Python refuses to convert an integer this long
+        ("[" * 100_000 + "]" * 100_000, "nested"),  # the JSON decoder runs out of stack
+    ],
+    ids=["huge-integer", "deep-nesting"],
+)
+def test_json_the_decoder_refuses_is_a_contract_error(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ContractError, match=expected):
+        parse_json_record(Episode, text)
+    code, lines = run_validate(tmp_path, text)
+    assert code == 2 and len(lines) == 1 and expected in lines[0]

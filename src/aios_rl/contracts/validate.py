@@ -68,11 +68,18 @@ def parse_json_record(model: type[M], text: str, *, source: str = "input") -> M:
     """Decode JSON text (NaN and Infinity tokens are decoded, then rejected by the model) and validate it.
 
     Raises:
-        ContractError: for malformed JSON (naming line and column) or any contract violation.
+        ContractError: for malformed JSON (naming line and column), JSON the decoder refuses (an integer of
+            more than 4300 digits, nesting deeper than the recursion limit) or any contract violation.
     """
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         problem = f"<json>: got malformed JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); expected a complete JSON document"
+        raise ContractError(f"{source} is not valid JSON", [problem]) from None
+    except ValueError as exc:  # well-formed, but an integer longer than Python converts (4300 digits)
+        problem = f"<json>: got a value the JSON decoder refuses ({exc}); expected at most 4300 digits"
+        raise ContractError(f"{source} is not valid JSON", [problem]) from None
+    except RecursionError:
+        problem = "<json>: got arrays or objects nested deeper than the decoder follows; expected less depth"
         raise ContractError(f"{source} is not valid JSON", [problem]) from None
     return parse_record(model, data, source=source)
