@@ -132,6 +132,15 @@ def test_episode_round_trips_through_json() -> None:
     assert json.loads(Episode.model_validate(data).model_dump_json()) == data
 
 
+def test_non_utf8_file_exits_two_with_a_message(tmp_path: Path) -> None:
+    path = tmp_path / "episode.json"
+    path.write_bytes(b"\xff\xfe" + json.dumps(valid_episode()).encode("utf-16-le"))
+    result = runner.invoke(app, ["validate", "episode", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "UTF-8" in result.output
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -47,9 +47,12 @@ def validate(
 ) -> None:
     """Check a JSON file against a contract: exit 0 when valid, 2 with one line per problem otherwise."""
     try:
-        text = file.read_text()
+        text = file.read_text(encoding="utf-8")
     except OSError as exc:
         typer.echo(f"{file}: cannot read: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
+    except UnicodeDecodeError as exc:
+        typer.echo(f"{file}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start}); JSON is UTF-8", err=True)
         raise typer.Exit(2) from None
     try:
         parse_json_record(RECORDS[name], text, source=str(file))
