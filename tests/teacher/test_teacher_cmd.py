@@ -141,3 +141,16 @@ def test_task_directory_rolls_out_a_gold_set_first(tmp_path: Path, server: FakeS
     gold = [json.loads(line) for line in (out.parent / "gold.jsonl").read_text().splitlines()]
     assert [g["episode"]["policy_version"] for g in gold] == ["gold-reference", "gold-random"] * 2
     assert report["agreement"] == 1.0  # the faithful judge reads the verification outcome correctly
+
+
+def test_gold_sets_the_json_decoder_refuses_are_contract_errors(tmp_path: Path) -> None:
+    out = ["--out", str(tmp_path / "r.json")]
+    huge = write_gold(tmp_path / "huge.jsonl")
+    huge.write_text(huge.read_text() + '{"task": ' + "9" * 5000 + "}\n")
+    result = invoke("calibrate", "--backend", "openai", "--tasks", str(huge), *out)
+    assert isinstance(result.exception, ContractError) and "huge.jsonl:7" in str(result.exception)
+    latin = write_gold(tmp_path / "latin.jsonl")
+    latin.write_bytes(latin.read_bytes() + b'{"task": "caf\xe9"}\n')
+    result = invoke("calibrate", "--backend", "openai", "--tasks", str(latin), *out)
+    assert isinstance(result.exception, ContractError) and "latin.jsonl" in str(result.exception)
+    assert "UTF-8" in str(result.exception)

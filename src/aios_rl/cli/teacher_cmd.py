@@ -26,7 +26,7 @@ import typer
 from aios_rl.contracts.config import load_config
 from aios_rl.contracts.episode import Episode, Record, Task, TeacherSignal
 from aios_rl.contracts.errors import ConfigError, ContractError
-from aios_rl.contracts.validate import parse_record
+from aios_rl.contracts.validate import parse_json_record
 from aios_rl.envs.shell.oracle import ShellOracle
 from aios_rl.teacher.calibrate import CalibrationReport, CalibrationThresholds, calibrate
 from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
@@ -63,16 +63,16 @@ def read_gold(path: Path) -> list[GoldRecord]:
         path = path / GOLD_FILE
     if not path.is_file():
         raise ConfigError(f"gold set {path} does not exist")
-    records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problem = f"<json>: {exc.msg} at column {exc.colno}"
-            raise ContractError(f"{path}:{number} is not valid JSON", [problem]) from None
-        records.append(parse_record(GoldRecord, data, source=f"{path}:{number}"))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        problem = f"<json>: got {exc.reason} at byte {exc.start}; expected UTF-8 text"
+        raise ContractError(f"{path} is not UTF-8", [problem]) from None
+    records = [
+        parse_json_record(GoldRecord, line, source=f"{path}:{number}")
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip()
+    ]
     if not records:
         raise ConfigError(f"gold set {path} holds no records")
     return records
