@@ -62,16 +62,15 @@ def lineage_tree(state: LineageState) -> list[str]:
             marks.setdefault(cid, []).append(name)
     lines = [f"frozen: {'yes' if state.frozen else 'no'}  (consecutive rollbacks: {state.consecutive_rollbacks})"]
 
-    def walk(cid: str, depth: int) -> None:
+    # Depth first with an explicit stack: a long run's chain of updates is deeper than Python's recursion limit.
+    stack = [(root, 0) for root in reversed(children.get(None, []))]
+    while stack:
+        cid, depth = stack.pop()
         record = state.checkpoints[cid]
         tags = f"  <- {', '.join(marks[cid])}" if cid in marks else ""
         verdict = f" [{record.verdict}]" if record.verdict else ""
         lines.append(f"{'  ' * depth}{cid} {record.sha256[:12]}{verdict}{tags}")
-        for child in children.get(cid, []):
-            walk(child, depth + 1)
-
-    for root in children.get(None, []):
-        walk(root, 0)
+        stack.extend((child, depth + 1) for child in reversed(children.get(cid, [])))
     return lines
 
 
