@@ -98,3 +98,18 @@ def test_resolved_config_is_stored_with_the_run(tmp_path: Path, monkeypatch: pyt
     with pytest.raises(ConfigError, match="different control config"):
         ControlPlane(tmp_path / "run", ControlConfig())
     assert len(closed) == 1  # the refused opener closed its store
+
+
+def test_unreadable_config_files_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_config(Outer, tmp_path)  # a directory given to --config
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: café\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(Outer, latin)
+
+
+def test_yaml_in_utf8_with_non_ascii_values(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes("name: café ☕\n".encode())
+    assert load_config(Outer, path).name == "café ☕"

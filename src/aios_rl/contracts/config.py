@@ -59,11 +59,14 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """Read a YAML mapping, raising ConfigError for a missing file, bad YAML or a non-mapping."""
+    """Read a YAML mapping, raising ConfigError for a missing or unreadable file, bad YAML (text that is not
+    UTF-8 included) or a non-mapping."""
     try:
-        loaded = yaml.safe_load(path.read_text())
+        loaded = yaml.safe_load(path.read_bytes())  # bytes: YAML decodes them (UTF-8, or UTF-16 with a BOM)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}; pass a YAML file") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
     if loaded is None:
