@@ -104,7 +104,8 @@ class ControlPlane:
     ) -> ControlState:
         """Validate, verify pointers, and commit one event (a no-op if ``event_id`` was already applied);
         ``meta`` values (e.g. a trainer's state that must move with a checkpoint) commit in the same
-        transaction."""
+        transaction. Raises StorageError, writing nothing, when another process (e.g. `aios-rl lineage
+        rollback`) committed events since this plane last folded the log."""
         event = Event(kind=kind, payload=dict(payload), **({"event_id": event_id} if event_id else {}))
         if self.store.has_event(event.event_id):
             return self.state
@@ -116,7 +117,7 @@ class ControlPlane:
         ]
         seq = self.store.append_event(
             event.event_id, event.kind, event.payload, event.created_at, episodes=rows, snapshot=snapshot,
-            meta=meta,
+            meta=meta, after_seq=self.seq,
         )
         if seq is None:  # committed by someone else between the check and the insert
             return self.state

@@ -177,8 +177,13 @@ class RunStore:
         episodes: Sequence[EpisodeRow] = (),
         snapshot: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        after_seq: int | None = None,
     ) -> int | None:
         """Commit one event with its episodes, (optionally) a state snapshot and meta values, atomically.
+
+        ``after_seq`` (optional) is the last event the caller folded: when another process committed events
+        after it, nothing is written and StorageError is raised, since the caller's state (and a snapshot of
+        it) would leave those events out of the fold.
 
         Returns:
             The event's sequence number, or None when an event with this id was already committed
@@ -192,6 +197,13 @@ class RunStore:
             if cur.rowcount == 0:
                 return None
             seq = int(cur.lastrowid)
+            if after_seq is not None:
+                row = tx.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE seq < ?", (seq,)).fetchone()
+                if int(row[0]) != after_seq:
+                    raise StorageError(
+                        f"{self.path}: another process committed events {after_seq + 1}..{row[0]} after this "
+                        "writer read the run; nothing was written: reopen the run (one writer at a time)"
+                    )
             for ep in episodes:
                 tx.execute(
                     "INSERT INTO episodes (episode_id, environment, task_id, event_seq, body) "
