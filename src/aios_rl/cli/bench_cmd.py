@@ -87,6 +87,8 @@ def rollouts(
     }
     cfg = load_config(BenchConfig, config, overrides)
     out = out or Path("runs") / f"bench-rollouts-{time.strftime('%Y%m%d-%H%M%S')}"
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory; choose a new directory")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"--out {out} is not empty; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
