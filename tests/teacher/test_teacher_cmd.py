@@ -154,3 +154,13 @@ def test_gold_sets_the_json_decoder_refuses_are_contract_errors(tmp_path: Path) 
     result = invoke("calibrate", "--backend", "openai", "--tasks", str(latin), *out)
     assert isinstance(result.exception, ContractError) and "latin.jsonl" in str(result.exception)
     assert "UTF-8" in str(result.exception)
+
+
+def test_out_naming_a_directory_is_refused_before_any_teacher_call(tmp_path: Path, server: FakeServer) -> None:
+    server.judge = faithful
+    gold, reports = write_gold(tmp_path / "gold.jsonl"), tmp_path / "reports"
+    reports.mkdir()
+    result = invoke("calibrate", "--backend", "openai", "--tasks", str(gold), "--out", str(reports),
+                    "--config", str(config_for(tmp_path, server)))
+    assert isinstance(result.exception, ConfigError) and "is a directory" in str(result.exception)
+    assert server.requests == []  # refused before paying for any answer

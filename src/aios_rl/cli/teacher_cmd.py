@@ -138,6 +138,9 @@ def calibrate_cmd(
 ) -> None:
     """Ask the teacher about every gold episode and compare it with the outcomes and the oracle."""
     target = out if out is not None else (run / REPORT_FILE if run is not None else DEFAULT_DIR / f"{backend}.json")
+    if target.is_dir():  # found now, not after every teacher call has been paid for
+        example = target / f"{backend}.json"
+        raise ConfigError(f"report path {target} is a directory; name the report file, e.g. --out {example}")
     overrides: dict[str, Any] = {
         "backend": backend, "fallbacks": tuple(fallback) or None, "timeout_s": timeout
     }
