@@ -142,3 +142,16 @@ def test_escaping_symlinks_survives_link_loops(tmp_path: Path) -> None:
     os.symlink("a", tmp_path / "b")
     os.symlink("/etc/hostname", tmp_path / "host")
     assert escaping_symlinks(tmp_path) == ["host"]
+
+
+def test_a_manifest_not_in_utf8_is_rejected_with_its_reason(tmp_path: Path, sandbox) -> None:
+    src = tmp_path / "src"
+    put_task(src, "good-inc", *bug("a + 1", "a - 1"))
+    latin = put_task(src, "latin", *bug("a * b", "a + b"))
+    manifest = latin / "manifest.json"
+    manifest.write_bytes(manifest.read_text().replace("fix them.", "fix them, café.").encode("latin-1"))
+    with pytest.raises(ContractError, match="UTF-8"):
+        read_manifest(latin)
+    report = import_tasks(src, tmp_path / "out", sandbox)
+    assert report.imported == ["good-inc"]
+    assert [r.task_id for r in report.rejected] == ["latin"] and "UTF-8" in report.rejected[0].reason
