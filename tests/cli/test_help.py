@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -43,3 +45,10 @@ def test_help_joins_lines_inside_a_paragraph(argv: tuple[str, ...], callback: Ca
     shown = [line.strip() for line in result.output.splitlines()]
     for paragraph in inspect.cleandoc(callback.__doc__ or "").split("\n\n"):
         assert " ".join(paragraph.split()) in shown
+
+
+@pytest.mark.parametrize("module", ["aios_rl", "aios_rl.cli"])
+def test_python_dash_m_runs_the_cli(module: str) -> None:
+    result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "shell" in result.stdout and "Usage" in result.stdout
