@@ -139,3 +139,24 @@ def test_a_run_stored_before_the_fold_rules_had_a_version_reopens_to_its_state(t
     finally:
         reopened.close()
     assert ControlConfig().semantics == 2  # new runs fold under today's rules
+
+
+@pytest.mark.parametrize(("snapshot_every", "change"), [
+    (1, "UPDATE snapshots SET state = json_insert(state, '$.from_the_future', 1)"),
+    (1000, "UPDATE events SET kind = 'from_the_future' WHERE seq = (SELECT MAX(seq) FROM events)"),
+])
+def test_a_log_this_version_cannot_read_is_a_storage_error(tmp_path: Path, snapshot_every: int, change: str) -> None:
+    import sqlite3
+
+    from aios_rl.contracts.errors import StorageError
+
+    with ControlPlane(tmp_path / "run", ControlConfig(snapshot_every=snapshot_every)) as plane:
+        plane.save_checkpoint("c0", {"w": torch.zeros(1)}, {})
+        plane.initialize("c0")
+        plane.open_epoch()
+    with sqlite3.connect(tmp_path / "run" / "control.db") as conn:
+        conn.execute(change)
+    conn.close()
+    for writer in (True, False):
+        with pytest.raises(StorageError, match="does not read under this aios-rl"):
+            ControlPlane(tmp_path / "run", writer=writer)

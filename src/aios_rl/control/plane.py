@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 
 from aios_rl.contracts.episode import Episode, utc_now
 from aios_rl.contracts.errors import ConfigError, LineageError, StorageError
@@ -57,8 +58,14 @@ class ControlPlane:
                     log.warning("removed %d partial checkpoint write(s) left by a crash in %s", swept,
                                 self.run_dir)
             self.writer = writer
-            self.config = self._resolve_config(config)
-            self.seq, self.state = self._load()
+            try:
+                self.config = self._resolve_config(config)
+                self.seq, self.state = self._load()
+            except ValidationError as exc:  # a field or an event kind this version does not know
+                raise StorageError(
+                    f"{self.run_dir}: its control log does not read under this aios-rl (written by a newer "
+                    f"version, or damaged): {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
+                ) from None
         except BaseException:
             self.store.close()  # e.g. a changed control config: the refused opener holds no connection open
             raise
