@@ -574,7 +574,27 @@ def test_shadow_to_live_and_online_beats_frozen_after_a_drift():
     run_controller(ctl, rng, 600, sign=-1.0)  # the recoverability landscape flips
     diag = ctl.diagnostics()
     assert diag["rail/mae_online_paired"] < 0.5 * diag["rail/mae_frozen"]
-    assert diag["rail/sign_agreement"] > diag["rail/sign_agreement_frozen"]
+    assert diag["rail/sign_agreement_online_paired"] > diag["rail/sign_agreement_frozen"]
+
+
+def test_online_and_frozen_sign_agreement_are_scored_on_the_same_traces():
+    ctl = RailController(small_config())
+    run_controller(ctl, np.random.default_rng(0), 400)
+    assert ctl.frozen is not None
+    z = np.full(CONTEXT_DIM, 0.5)
+    arm = next(a for a in ctl.arms if not a.is_null)
+    y = 0.2 if ctl.model.predict(z, arm) < 0 else -0.2  # the online model gets this one wrong
+    frozen_right = bool(np.sign(ctl.frozen.predict(z, arm)) == np.sign(y))
+    ctl.observe(trace(z, arm.name, y, group="probe", mode="live"))
+    pairs = list(ctl._sign_paired)
+    assert pairs[-1] == (False, frozen_right)
+    assert 1 < len(pairs) <= min(len(ctl._sign), ctl.config.promotion_window)
+    diag = ctl.diagnostics()
+    assert diag["rail/sign_agreement_online_paired"] == pytest.approx(sum(o for o, _ in pairs) / len(pairs))
+    assert diag["rail/sign_agreement_frozen"] == pytest.approx(sum(f for _, f in pairs) / len(pairs))
+    restored = RailController(small_config())
+    restored.load_state_dict(json.loads(json.dumps(ctl.state_dict())))
+    assert restored.diagnostics() == diag
     shares = [v for k, v in diag.items() if k.startswith("rail/arm_share/")]
     assert len(shares) == 10 and sum(shares) == pytest.approx(1.0)
 

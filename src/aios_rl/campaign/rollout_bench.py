@@ -54,6 +54,7 @@ RAIL_KEYS = (
     "rail/mae_frozen",
     "rail/sign_agreement",
     "rail/sign_agreement_frozen",
+    "rail/sign_agreement_online_paired",
     "rail/sign_base_rate",
     "rail/live_decisions",
 )
@@ -421,10 +422,18 @@ def format_table(summaries: list[MethodSummary], config: BenchConfig) -> list[st
             online, frozen = r["rail/mae_online_paired"], r["rail/mae_frozen"]
             gain = f" ({100 * (1 - online / frozen):.0f} % lower)" if frozen > 0 else ""
             lines.append(f"  MAE online {online:.4f} vs frozen-at-promotion {frozen:.4f}{gain}")
-            lines.append(
-                f"  sign agreement online {r.get('rail/sign_agreement', float('nan')):.3f} vs frozen "
-                f"{r.get('rail/sign_agreement_frozen', float('nan')):.3f}" + _base_rate(r)
-            )
+            frozen_sign, last = r.get("rail/sign_agreement_frozen", float("nan")), r.get("rail/sign_agreement")
+            if "rail/sign_agreement_online_paired" in r:  # both models on the same traces since promotion
+                lines.append(
+                    f"  sign agreement online {r['rail/sign_agreement_online_paired']:.3f} vs frozen "
+                    f"{frozen_sign:.3f} on the same traces"
+                    + (f"; online over its last window {last:.3f}" + _base_rate(r) if last is not None else "")
+                )
+            else:  # results stored before the pair was kept: online's window includes traces before promotion
+                lines.append(
+                    f"  sign agreement online {float('nan') if last is None else last:.3f} vs frozen "
+                    f"{frozen_sign:.3f} (not on the same traces)" + _base_rate(r)
+                )
         else:
             lines.append(
                 "  never promoted to live: no frozen copy to compare against"

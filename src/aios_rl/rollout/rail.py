@@ -19,8 +19,8 @@ Lifecycle of :class:`RailController`:
   (a window of one sign: a perfect Δ̂ cannot beat the constant and need not). The margin (0.05 by default)
   is not in the paper; it was added because runs of the shell rollout benchmark promoted Δ̂ on an
   agreement that always predicting a loss reached or beat. A frozen copy of Δ̂ is kept from then on. It
-  is never refit, and its MAE and sign agreement against the online model show whether co-evolution pays
-  (the paper reports >40% lower MAE online).
+  is never refit, and its MAE and sign agreement against the online model's on the same traces show whether
+  co-evolution pays (the paper reports >40% lower MAE online).
 * **live**: with probability ε a uniformly random feasible branching arm is taken (ε floor). Otherwise
   take b* = argmax_b Δ̂(z, b) − cost_per_rollout·m_b and branch only if that utility > gate_eta (η).
   Δ̂ keeps refitting (co-evolution). There is no demotion: the paper mentions none.
@@ -268,7 +268,8 @@ class RailController:
         self._buffer: deque[_Sample] = deque(maxlen=c.window)
         self._entropies: deque[float] = deque(maxlen=c.entropy_window)
         self._sign: deque[bool] = deque(maxlen=c.promotion_window)
-        self._sign_frozen: deque[bool] = deque(maxlen=c.promotion_window)
+        # (online right, frozen right) in sign on the same signed traces since promotion
+        self._sign_paired: deque[tuple[bool, bool]] = deque(maxlen=c.promotion_window)
         self._positive: deque[bool] = deque(maxlen=c.promotion_window)  # y > 0 for the traces in _sign
         self._errors: deque[tuple[float, float | None]] = deque(maxlen=c.diag_window)
         self._stopped: dict[str, None] = {}  # insertion-ordered set of groups done branching
@@ -346,7 +347,7 @@ class RailController:
                 self._sign.append(bool(np.sign(pred) == np.sign(y)))
                 self._positive.append(y > 0)
                 if frozen is not None:
-                    self._sign_frozen.append(bool(np.sign(frozen) == np.sign(y)))
+                    self._sign_paired.append((self._sign[-1], bool(np.sign(frozen) == np.sign(y))))
         self._buffer.append(_Sample(tuple(float(v) for v in z), arm.name, y))
         self.n_traces += 1
         if trace.mode == "shadow" and y <= c.stop_tol:
@@ -415,8 +416,9 @@ class RailController:
             out["rail/sign_agreement"] = sum(self._sign) / len(self._sign)
         if (base := self._base_rate()) is not None:
             out["rail/sign_base_rate"] = base
-        if self._sign_frozen:
-            out["rail/sign_agreement_frozen"] = sum(self._sign_frozen) / len(self._sign_frozen)
+        if self._sign_paired:  # both models on the same traces, as the MAE pair below
+            out["rail/sign_agreement_online_paired"] = sum(o for o, _ in self._sign_paired) / len(self._sign_paired)
+            out["rail/sign_agreement_frozen"] = sum(f for _, f in self._sign_paired) / len(self._sign_paired)
         if self._errors:
             out["rail/mae_online"] = float(np.mean([e for e, _ in self._errors]))
         paired = [(e, f) for e, f in self._errors if f is not None]
@@ -436,7 +438,7 @@ class RailController:
             "buffer": [[list(s.z), s.arm, s.y] for s in self._buffer],
             "entropies": list(self._entropies),
             "sign": list(self._sign),
-            "sign_frozen": list(self._sign_frozen),
+            "sign_paired": [list(p) for p in self._sign_paired],
             "positive": list(self._positive),
             "errors": [list(e) for e in self._errors],
             "stopped": list(self._stopped),
@@ -463,10 +465,13 @@ class RailController:
         self._rng.bit_generator.state = state["rng"]
         self._buffer.clear()
         self._buffer.extend(_Sample(tuple(z), arm, float(y)) for z, arm, y in state["buffer"])
-        for name in ("entropies", "sign", "sign_frozen"):
+        for name in ("entropies", "sign"):
             target = getattr(self, f"_{name}")
             target.clear()
             target.extend(state[name])
+        # A state saved before the pairs were kept holds the frozen copy's signs alone: the window refills.
+        self._sign_paired.clear()
+        self._sign_paired.extend((bool(o), bool(f)) for o, f in state.get("sign_paired", []))
         self._positive.clear()
         self._positive.extend(state.get("positive", []))  # absent from states saved before it existed
         self._errors.clear()
