@@ -111,3 +111,16 @@ def test_runs_on_different_task_sets_are_refused(tmp_path):
         merge_results([uniform, rail], tmp_path / "out")
     same = on_tasks(bench_dir(tmp_path / "s", {("rail", 0): 0.7}), "/sets/a")
     assert [s.method for s in merge_results([uniform, same], tmp_path / "out")[0]] == ["uniform-16", "rail"]
+
+
+def test_a_merge_never_overwrites_a_run_directorys_results(tmp_path):
+    uniform = bench_dir(tmp_path / "u", {("uniform-16", 0): 0.6})
+    rail = bench_dir(tmp_path / "r", {("rail", 0): 0.7})
+    (tmp_path / "elsewhere" / "seed-0").mkdir(parents=True)  # a bench rollouts output not among the inputs
+    before = (uniform / RESULTS_FILE).read_text()
+    for out in (uniform, rail, tmp_path / "elsewhere"):
+        with pytest.raises(ConfigError, match="would overwrite"):
+            merge_results([uniform, tmp_path / "r"], out)
+    assert (uniform / RESULTS_FILE).read_text() == before
+    merge_results([uniform, rail], tmp_path / "merged")
+    merge_results([uniform, rail], tmp_path / "merged")  # a merge's own directory may be merged into again

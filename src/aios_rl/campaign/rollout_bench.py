@@ -198,8 +198,13 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
 
     Raises:
         ConfigError: a directory without results, settings or task sets that differ (other than the seeds
-            and the methods), a (method, seed) present twice, or methods that cover different seeds.
+            and the methods), a (method, seed) present twice, methods that cover different seeds, or an
+            ``out`` that is a `bench rollouts` output itself (its results would be overwritten).
     """
+    inputs = {d.resolve() for d in dirs}
+    if out.resolve() in inputs or any(out.glob("seed-*")):
+        raise ConfigError(f"--out {out} is a `bench rollouts` output; the merge would overwrite its "
+                          f"{RESULTS_FILE}: give the merge a directory of its own")
     configs, runs = [], {}
     for d in dirs:
         if not (d / RESULTS_FILE).is_file() or not (d / CONFIG_FILE).is_file():
