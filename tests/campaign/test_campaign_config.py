@@ -56,3 +56,17 @@ def test_resume_refuses_any_other_change(key: str, value: object) -> None:
         resume_config(CampaignConfig(), None, {key: value})
     with pytest.raises(ConfigError, match="--config file"):
         resume_config(CampaignConfig(), CampaignConfig(seed=9), {})
+
+
+def test_resume_with_the_same_config_file_keeps_the_stored_max_tasks(tmp_path: Path) -> None:
+    # Started as `--config c.yaml --max-tasks 40`; resumed as `--config c.yaml --resume`: the file does not
+    # set max_tasks, so the campaign must go on to 40 (as a resume without --config does), not stop at 24.
+    path = tmp_path / "c.yaml"
+    path.write_text("env:\n  max_steps: 3\n")
+    stored = load_config(CampaignConfig, path, {"max_tasks": 40})
+    overrides = {"max_tasks": None, "seed": None}
+    given = load_config(CampaignConfig, path, overrides)
+    assert resume_config(stored, given, overrides).max_tasks == 40
+    assert resume_config(stored, None, overrides).max_tasks == 40
+    path.write_text("env:\n  max_steps: 3\nmax_tasks: 50\n")  # a file that does set it raises it
+    assert resume_config(stored, load_config(CampaignConfig, path, overrides), overrides).max_tasks == 50

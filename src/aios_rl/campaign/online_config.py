@@ -71,7 +71,7 @@ def resume_config(
 
     Args:
         stored: the configuration the campaign started with.
-        given: a full config (``--config FILE``), or None.
+        given: a full config (``--config FILE``), or None; its ``max_tasks`` counts only when set in it.
         overrides: dotted CLI values; None means the flag was not given.
 
     Raises:
@@ -97,7 +97,9 @@ def resume_config(
             f"--resume keeps the campaign's stored configuration; these differ: {', '.join(differ)} "
             "(only --max-tasks may change; start a new --run to change the rest)"
         )
-    max_tasks = overrides.get("max_tasks") or (given.max_tasks if given is not None else stored.max_tasks)
+    # A config file that leaves max_tasks out keeps the stored value, not the field's default.
+    given_max = given.max_tasks if given is not None and "max_tasks" in given.model_fields_set else None
+    max_tasks = overrides.get("max_tasks") or given_max or stored.max_tasks
     return stored.model_copy(update={"max_tasks": max_tasks})
 
 
