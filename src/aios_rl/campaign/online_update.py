@@ -3,9 +3,10 @@
 The data (deterministic given the committed state, so a resumed campaign trains on exactly the same):
 
 * the sealed batch (its ``diagnostic_only`` members excluded: the teacher flagged them as borderline),
-  plus a quota-sized sample of the **positive** and **neutral** lanes → an importance-weighted policy
-  gradient (:func:`~aios_rl.algos.grpo.offline_update`; an online micro-batch holds one episode per task,
-  so there are no GRPO groups, and replayed episodes from older checkpoints need the ratio correction);
+  plus a quota-sized sample of the other entries of the **positive** and **neutral** lanes → an
+  importance-weighted policy gradient (:func:`~aios_rl.algos.grpo.offline_update`; an online micro-batch
+  holds one episode per task, so there are no GRPO groups, and replayed episodes from older checkpoints need
+  the ratio correction);
 * the teacher's reference actions on the states of the batch and the positive lane → distillation;
 * a sample of the **negative** lane → the KL term that penalises moving away from the pre-update policy
   on the states where an earlier update did worse than its reference.
@@ -73,9 +74,11 @@ def update_data(plane: ControlPlane, seed: int) -> UpdateData:
     assert epoch is not None and epoch.phase == "update"
     pool = plane.state.replay
     lanes = {e.episode_id: e.lane for e in pool.entries}
-    draws = pool.sample(plane.config.replay.quotas(), rng_seed=(seed * 1009 + epoch.epoch) % (1 << 31))
     sealed = set(epoch.sealed)
-    pick = {lane: [i for i in ids if i not in sealed] for lane, ids in draws.items()}
+    # The batch is already in its lanes (routed as it was collected): draw the quotas from the other entries,
+    # so a lane sample is not cut short by batch members (and a lane holding only the batch reports starving).
+    rest = pool.model_copy(update={"entries": tuple(e for e in pool.entries if e.episode_id not in sealed)})
+    pick = rest.sample(plane.config.replay.quotas(), rng_seed=(seed * 1009 + epoch.epoch) % (1 << 31))
     batch = [e for e in load_episodes(plane, epoch.sealed) if lanes.get(e.episode_id) != "diagnostic_only"]
     return UpdateData(
         batch,
