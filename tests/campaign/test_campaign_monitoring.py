@@ -5,6 +5,7 @@ lanes."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -118,3 +119,25 @@ def test_a_retried_comparison_stores_the_run_it_compared(monitoring: OnlineCampa
     assert stored.outcome == "success" and stored.admission_status == "admitted"
     assert plane.state.ledger.open_epoch.monitored == [result.episode_id]
     assert plane.state.replay.query(lane="positive")[0].episode_id == result.episode_id
+
+
+@pytest.mark.parametrize("kind", ["invalid", "blocked"])
+def test_the_diagnosis_of_a_rollback_by_rejected_episodes_names_them(
+    monitoring: OnlineCampaign, kind: str
+) -> None:
+    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str) -> Episode:
+        return episode(task, checkpoint, episode_id, kind="fixed" if checkpoint == "c0" else kind)
+
+    monitoring._episode = run  # type: ignore[method-assign]
+    plane = monitoring.plane
+    for k in range(1, 4):
+        monitoring._run_slot(k)
+    streak = [r.episode_id for r in plane.state.ledger.open_epoch.results]
+    monitoring._close(plane.pending_decision())
+    assert plane.state.lineage.active == "c0"
+    diagnosis = json.loads((monitoring.run_dir / "rollbacks" / "1.json").read_text())
+    # the three rejected episodes are what rolled the update back: the diagnosis must say so
+    assert diagnosis["trigger_episodes"] == streak
+    assert [c["episode_id"] for c in diagnosis["comparisons"]] == streak
+    assert [c["reference_outcome"] for c in diagnosis["trigger_comparisons"]] == ["success"] * 3
+    assert plane.replay_from_scratch() == plane.state

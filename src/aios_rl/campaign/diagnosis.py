@@ -4,9 +4,10 @@ It is written *before* the rollback is committed (atomically: temporary file, fs
 between the two leaves a file that the resumed campaign rewrites with the same content and commits; a
 committed rollback always has its diagnosis. Contents: the epoch and its update (checkpoint, data window,
 sealed batch), the streak and threshold, the trigger episodes (the ``worse`` / ``comparison_failed``
-results since the last ``better``, which go to the negative lane) with their matched comparisons
-(status, relative outcome, deciding rule, primary and secondary evidence, both runs' outcomes), every
-comparison of the epoch, the pointers before and after, and the drill when one caused the update.
+results since the last ``better``, rejected episodes included; the admitted ones go to the negative lane)
+with their matched comparisons (status, relative outcome, deciding rule, primary and secondary evidence,
+both runs' outcomes), every comparison of the epoch, the pointers before and after, and the drill when one
+caused the update.
 """
 
 from __future__ import annotations
@@ -95,13 +96,14 @@ def write_rollback_diagnosis(
 ) -> list[str]:
     """Write the diagnosis of the rollback the open epoch is about to take; return its trigger episodes.
 
-    The triggers are the streak: the ``worse`` / ``comparison_failed`` results back to the last ``better``.
+    The triggers are the streak: the ``worse`` / ``comparison_failed`` results back to the last ``better``,
+    rejected episodes included (they feed the streak too; only the admitted ones sit in a lane to move).
     ``drill`` is named in the file only when the epoch's update was the drilled one (update ``drill_at``).
     """
     state = plane.state
     epoch, lineage = state.ledger.open_epoch, state.lineage
     assert epoch is not None and lineage.active is not None
-    monitored = load_episodes(plane, epoch.monitored)
+    monitored = load_episodes(plane, compared_since_update(plane))
     triggers: list[str] = []
     for episode in reversed(monitored):
         comparison = episode.comparison
@@ -132,3 +134,15 @@ def write_rollback_diagnosis(
     )
     write_diagnosis(plane.run_dir, epoch.epoch, body)
     return triggers
+
+
+def compared_since_update(plane: ControlPlane) -> list[str]:
+    """Every episode compared since the latest update, admitted or not, in commit order (the open monitoring
+    epoch's, over all its windows; ``EpochState.monitored`` holds only the admitted ones)."""
+    compared: list[str] = []
+    for event in plane.store.events():
+        if event.kind == "update.completed":
+            compared = []
+        elif event.kind == "comparison.recorded":
+            compared.append(event.payload["episode_id"])
+    return compared
