@@ -118,15 +118,11 @@ class OnlineCampaign:
             raise ConfigError(
                 f"--resume: {run_dir} holds no campaign (no control.db); start one without --resume"
             )
+        # A fresh start refuses a bad task set before it creates the store: nothing is left to block a retry.
+        fresh = None if existed else train_tasks(tasks_dir)
         self.plane = ControlPlane(self.run_dir, None if existed else config.control)
         try:
-            self.config, self.campaign_id, tasks_dir = self._setup(config, tasks_dir, resume)
-            self.tasks = load_tasks(tasks_dir, split="train")
-            if not self.tasks:
-                raise ConfigError(
-                    f"{tasks_dir} holds no train-split tasks; generate some with "
-                    "`aios-rl shell benchmark-generate`"
-                )
+            self.config, self.campaign_id, self.tasks = self._setup(config, tasks_dir, resume, fresh)
             self.teacher = build_teacher(
                 ShellTrainConfig(teacher=self.config.teacher, teacher_config=self.config.teacher_config),
                 self.run_dir,
@@ -147,8 +143,8 @@ class OnlineCampaign:
         self.cursor = find_cursor(self.plane.store, self.campaign_id)
 
     def _setup(
-        self, config: CampaignConfig, tasks_dir: Path | None, resume: bool
-    ) -> tuple[CampaignConfig, str, Path]:
+        self, config: CampaignConfig, tasks_dir: Path | None, resume: bool, tasks: list[Task] | None
+    ) -> tuple[CampaignConfig, str, list[Task]]:
         stored = self.plane.store.get_meta(CAMPAIGN_KEY)
         if stored is not None:
             if not resume:
@@ -161,11 +157,11 @@ class OnlineCampaign:
                 raise ConfigError(
                     f"--resume: this campaign runs the tasks in {stored['tasks_dir']}, not {tasks_dir}"
                 )
-            return resolved, str(stored["campaign_id"]), Path(stored["tasks_dir"])
+            return resolved, str(stored["campaign_id"]), train_tasks(Path(stored["tasks_dir"]))
         if self.plane.store.event_count() > 0:
             raise ConfigError(f"{self.run_dir} holds a run that is not an online campaign; use a new --run")
-        if tasks_dir is None:
-            raise ConfigError("--tasks is needed to start a campaign")
+        tasks = tasks if tasks is not None else train_tasks(tasks_dir)
+        assert tasks_dir is not None  # train_tasks refused None
         if self.plane.config != config.control:  # an empty store left by a start killed during setup
             raise ConfigError(f"{self.run_dir} was set up with other control settings; use a new --run")
         # One meta commit makes the campaign; a kill before it leaves a store that a (re)start just redoes.
@@ -176,7 +172,7 @@ class OnlineCampaign:
         }
         self.plane.store.set_meta(TASKS_DIR_KEY, meta["tasks_dir"])
         self.plane.store.set_meta(CAMPAIGN_KEY, meta)
-        return config, meta["campaign_id"], Path(meta["tasks_dir"])
+        return config, meta["campaign_id"], tasks
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -480,6 +476,23 @@ class OnlineCampaign:
         close = getattr(self.teacher, "close", None)
         if callable(close):
             close()
+
+
+def train_tasks(tasks_dir: Path | None) -> list[Task]:
+    """The train split of ``tasks_dir`` (the campaign's task stream).
+
+    Raises:
+        ConfigError: no directory given, or one without train-split tasks.
+        ContractError: not a task directory, or an invalid task in it.
+    """
+    if tasks_dir is None:
+        raise ConfigError("--tasks is needed to start a campaign")
+    tasks = load_tasks(Path(tasks_dir), split="train")
+    if not tasks:
+        raise ConfigError(
+            f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`"
+        )
+    return tasks
 
 
 def _verification(episode: Episode) -> Verification:

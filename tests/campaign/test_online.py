@@ -1,0 +1,34 @@
+"""Starting an online campaign: a refused start leaves the run directory as free as it found it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from aios_rl.campaign.online import OnlineCampaign
+from aios_rl.campaign.online_config import CampaignConfig
+from aios_rl.contracts.errors import AiosRlError
+from aios_rl.control.events import ControlConfig
+from aios_rl.control.ledger import LedgerConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+from test_env import make_task  # noqa: E402
+
+
+@pytest.mark.parametrize("bad", ["missing", "empty", "none"])
+def test_a_start_refused_for_its_tasks_can_be_retried_with_the_right_ones(tmp_path: Path, bad: str) -> None:
+    make_task(tmp_path)
+    (tmp_path / "empty").mkdir()
+    run = tmp_path / "run"
+    wrong = {"missing": tmp_path / "nosuch", "empty": tmp_path / "empty", "none": None}[bad]
+    with pytest.raises(AiosRlError):
+        OnlineCampaign(run, wrong, CampaignConfig(teacher="none"))
+    # the same command with the task directory (and another batch size) fixed now starts the campaign
+    config = CampaignConfig(teacher="none", control=ControlConfig(ledger=LedgerConfig(batch_size=2)))
+    campaign = OnlineCampaign(run, tmp_path / "tasks", config)
+    try:
+        assert campaign.plane.config == config.control and len(campaign.tasks) == 1
+    finally:
+        campaign.close()
