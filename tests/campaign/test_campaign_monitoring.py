@@ -141,3 +141,20 @@ def test_the_diagnosis_of_a_rollback_by_rejected_episodes_names_them(
     assert [c["episode_id"] for c in diagnosis["comparisons"]] == streak
     assert [c["reference_outcome"] for c in diagnosis["trigger_comparisons"]] == ["success"] * 3
     assert plane.replay_from_scratch() == plane.state
+
+
+def test_a_window_that_ends_undecided_is_not_reported_as_a_closed_epoch(monitoring: OnlineCampaign) -> None:
+    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str) -> Episode:
+        return episode(task, checkpoint, episode_id, kind="fixed")  # same as the reference every time
+
+    events: list[tuple[str, dict]] = []
+    monitoring._episode = run  # type: ignore[method-assign]
+    monitoring.on_event = lambda kind, info: events.append((kind, info))
+    plane = monitoring.plane
+    for k in range(1, 5):
+        monitoring._run_slot(k)
+    assert plane.pending_decision() == "keep_monitoring"
+    monitoring._close("keep_monitoring")
+    assert plane.state.ledger.open_epoch is not None  # a fresh window of the same epoch
+    (close,) = [info for kind, info in events if kind == "close"]
+    assert close["reason"] == "keep_monitoring" and close["closed"] is False

@@ -96,7 +96,8 @@ class OnlineCampaign:
         config: the configuration (on resume it must match the stored one but for ``max_tasks``).
         resume: continue the campaign stored in ``run_dir``.
         on_event: progress callback ``(kind, info)``, kinds ``start`` (a slot starts: ``episodes``
-            it runs), ``task`` (it committed), ``update`` and ``close``.
+            it runs), ``task`` (it committed), ``update`` and ``close`` (a monitoring window's decision;
+            ``closed`` False when the epoch goes on with a fresh window).
 
     Raises:
         ConfigError: starting over an existing campaign without ``resume``, resuming nothing, a changed
@@ -455,13 +456,15 @@ class OnlineCampaign:
             )
         self.plane.close_epoch(decision, reason=reason, trigger_episodes=triggers)
         after = self.plane.state
+        closed = after.ledger.open_epoch is None  # else a window ended undecided and the next one starts
         self.on_event(
             "close",
             {
                 "epoch": epoch.epoch,
                 "decision": decision,
+                "closed": closed,
                 "active": after.lineage.active,
-                "reason": after.ledger.current.close_reason if after.ledger.current else decision,
+                "reason": after.ledger.current.close_reason if closed and after.ledger.current else decision,
                 "frozen": after.lineage.frozen,
             },
         )

@@ -86,8 +86,9 @@ def campaign(
                 file=sys.stderr,
             )
         elif kind == "close" and not quiet:
+            said = "closed" if info["closed"] else "monitoring window ended, next window"
             tqdm.write(
-                f"epoch {info['epoch']}: closed ({info['reason']}), active {info['active']}"
+                f"epoch {info['epoch']}: {said} ({info['reason']}), active {info['active']}"
                 + ("  FROZEN" if info["frozen"] else ""),
                 file=sys.stderr,
             )
