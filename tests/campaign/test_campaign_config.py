@@ -70,3 +70,11 @@ def test_resume_with_the_same_config_file_keeps_the_stored_max_tasks(tmp_path: P
     assert resume_config(stored, None, overrides).max_tasks == 40
     path.write_text("env:\n  max_steps: 3\nmax_tasks: 50\n")  # a file that does set it raises it
     assert resume_config(stored, load_config(CampaignConfig, path, overrides), overrides).max_tasks == 50
+
+
+@pytest.mark.parametrize("bad", [0, -5])
+def test_resume_refuses_a_max_tasks_below_one_as_a_fresh_start_does(bad: int) -> None:
+    with pytest.raises(ConfigError, match="max_tasks"):
+        load_config(CampaignConfig, None, {"max_tasks": bad})
+    with pytest.raises(ConfigError, match="max_tasks"):
+        resume_config(CampaignConfig(max_tasks=8), None, {"max_tasks": bad})

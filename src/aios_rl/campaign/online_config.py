@@ -99,7 +99,11 @@ def resume_config(
         )
     # A config file that leaves max_tasks out keeps the stored value, not the field's default.
     given_max = given.max_tasks if given is not None and "max_tasks" in given.model_fields_set else None
-    max_tasks = overrides.get("max_tasks") or given_max or stored.max_tasks
+    max_tasks = overrides.get("max_tasks")
+    if max_tasks is None:
+        max_tasks = given_max or stored.max_tasks
+    if max_tasks < 1:  # the field's own bound: model_copy does not validate
+        raise ConfigError(f"max_tasks (--max-tasks) must be >= 1, got {max_tasks}; pass a positive number")
     return stored.model_copy(update={"max_tasks": max_tasks})
 
 
