@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from aios_rl.campaign.online_config import CampaignConfig
 from aios_rl.contracts.errors import AiosRlError
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.ledger import LedgerConfig
+from aios_rl.storage.db import RunStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -32,3 +34,25 @@ def test_a_start_refused_for_its_tasks_can_be_retried_with_the_right_ones(tmp_pa
         assert campaign.plane.config == config.control and len(campaign.tasks) == 1
     finally:
         campaign.close()
+
+
+def test_a_start_killed_before_it_stored_its_control_settings_starts_again(
+    tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]]
+) -> None:
+    make_task(tmp_path)
+    run, config = tmp_path / "run", CampaignConfig(
+        teacher="none", control=ControlConfig(ledger=LedgerConfig(batch_size=2))
+    )
+    # the first meta write of a fresh start is the control settings, right after control.db is created
+    killed = kill_once(RunStore, "set_meta")
+    with pytest.raises(killed):
+        OnlineCampaign(run, tmp_path / "tasks", config)
+    assert (run / "control.db").exists()
+    campaign = OnlineCampaign(run, tmp_path / "tasks", config)  # the same command again
+    try:
+        assert campaign.plane.config == config.control
+    finally:
+        campaign.close()
+    reopened = OnlineCampaign(run, None, config, resume=True)
+    assert reopened.plane.config == config.control
+    reopened.close()

@@ -72,6 +72,7 @@ from aios_rl.contracts.episode import DecodingRegime, Episode, Task, Verificatio
 from aios_rl.contracts.errors import AiosRlError, ConfigError, TrainingError
 from aios_rl.control.compare import compare_matched, get_comparator
 from aios_rl.control.ledger import CloseDecision
+from aios_rl.control.plane import CONFIG_KEY as CONTROL_CONFIG_KEY
 from aios_rl.control.plane import ControlPlane
 from aios_rl.control.replay import route_episode
 from aios_rl.envs.shell.env import ShellBugfixEnv
@@ -163,8 +164,12 @@ class OnlineCampaign:
             raise ConfigError(f"{self.run_dir} holds a run that is not an online campaign; use a new --run")
         tasks = tasks if tasks is not None else train_tasks(tasks_dir)
         assert tasks_dir is not None  # train_tasks refused None
-        if self.plane.config != config.control:  # an empty store left by a start killed during setup
-            raise ConfigError(f"{self.run_dir} was set up with other control settings; use a new --run")
+        if self.plane.config != config.control:
+            # An empty store left by a start killed (or refused) before the campaign meta, maybe before it
+            # stored its control settings: no event was folded under the stored ones; this start sets its own.
+            self.plane.store.set_meta(CONTROL_CONFIG_KEY, config.control.model_dump(mode="json"))
+            self.plane.close()
+            self.plane = ControlPlane(self.run_dir, config.control)
         # One meta commit makes the campaign; a kill before it leaves a store that a (re)start just redoes.
         meta = {
             "config": config.model_dump(mode="json"),
