@@ -56,3 +56,15 @@ def test_a_start_killed_before_it_stored_its_control_settings_starts_again(
     reopened = OnlineCampaign(run, None, config, resume=True)
     assert reopened.plane.config == config.control
     reopened.close()
+
+
+def test_a_start_refused_for_its_teacher_can_be_retried_with_another(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    run = tmp_path / "run"
+    with pytest.raises(AiosRlError, match="unknown teacher backend 'oracel'"):
+        OnlineCampaign(run, tmp_path / "tasks", CampaignConfig(teacher="oracel"))
+    campaign = OnlineCampaign(run, tmp_path / "tasks", CampaignConfig(teacher="none"))
+    try:
+        assert campaign.config.teacher == "none" and campaign.teacher is None
+    finally:
+        campaign.close()

@@ -124,12 +124,17 @@ class OnlineCampaign:
         fresh = None if existed else train_tasks(tasks_dir)
         self.plane = ControlPlane(self.run_dir, None if existed else config.control)
         try:
-            self.config, self.campaign_id, self.tasks = self._setup(config, tasks_dir, resume, fresh)
+            self.config, self.campaign_id, self.tasks, meta = self._setup(config, tasks_dir, resume, fresh)
             self.teacher = build_teacher(
                 ShellTrainConfig(teacher=self.config.teacher, teacher_config=self.config.teacher_config),
                 self.run_dir,
             )
             self.sandbox = Sandbox(self.config.env.sandbox)
+            if meta is not None:
+                # One meta commit makes the campaign, once everything it runs with could be built: a start
+                # refused before it (a bad teacher or sandbox setting) leaves a store a corrected one redoes.
+                self.plane.store.set_meta(TASKS_DIR_KEY, meta["tasks_dir"])
+                self.plane.store.set_meta(CAMPAIGN_KEY, meta)
         except BaseException:
             self.plane.close()
             raise
@@ -146,7 +151,8 @@ class OnlineCampaign:
 
     def _setup(
         self, config: CampaignConfig, tasks_dir: Path | None, resume: bool, tasks: list[Task] | None
-    ) -> tuple[CampaignConfig, str, list[Task]]:
+    ) -> tuple[CampaignConfig, str, list[Task], dict[str, Any] | None]:
+        """The configuration, campaign id and tasks, and for a new campaign the meta still to commit."""
         stored = self.plane.store.get_meta(CAMPAIGN_KEY)
         if stored is not None:
             if not resume:
@@ -159,7 +165,7 @@ class OnlineCampaign:
                 raise ConfigError(
                     f"--resume: this campaign runs the tasks in {stored['tasks_dir']}, not {tasks_dir}"
                 )
-            return resolved, str(stored["campaign_id"]), train_tasks(Path(stored["tasks_dir"]))
+            return resolved, str(stored["campaign_id"]), train_tasks(Path(stored["tasks_dir"])), None
         if self.plane.store.event_count() > 0:
             raise ConfigError(f"{self.run_dir} holds a run that is not an online campaign; use a new --run")
         tasks = tasks if tasks is not None else train_tasks(tasks_dir)
@@ -170,15 +176,13 @@ class OnlineCampaign:
             self.plane.store.set_meta(CONTROL_CONFIG_KEY, config.control.model_dump(mode="json"))
             self.plane.close()
             self.plane = ControlPlane(self.run_dir, config.control)
-        # One meta commit makes the campaign; a kill before it leaves a store that a (re)start just redoes.
+        # One meta commit (by the caller) makes the campaign; a kill before it leaves a store a start redoes.
         meta = {
             "config": config.model_dump(mode="json"),
             "campaign_id": str(uuid.uuid4()),
             "tasks_dir": str(Path(tasks_dir).resolve()),
         }
-        self.plane.store.set_meta(TASKS_DIR_KEY, meta["tasks_dir"])
-        self.plane.store.set_meta(CAMPAIGN_KEY, meta)
-        return config, meta["campaign_id"], tasks
+        return config, meta["campaign_id"], tasks, meta
 
     # -- the loop ----------------------------------------------------------------------------------
 
