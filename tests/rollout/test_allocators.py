@@ -225,7 +225,7 @@ def test_arpo_initial_half_beam_limit_and_top_up():
     assert alloc.group_plan("t").initial == 8 and alloc.group_plan("t").cap == 16
     group = RolloutBudget(8)
     plan = alloc.branch(anchor(), group)
-    assert plan.m == 2 and plan.regime.temperature == 1.0 and group.spent == 2  # beam_size - 1
+    assert plan.m == 2 and plan.regime is None and group.spent == 2  # beam_size - 1; the group's regime
     assert alloc.branch(anchor(), RolloutBudget(1)).m == 1
     verdict = alloc.finish_group(GroupResult("t", "g", (0.0,) * 10), group)
     assert verdict.keep and verdict.fresh_rollouts == 6 and not verdict.replace and group.remaining == 0

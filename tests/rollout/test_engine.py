@@ -381,3 +381,16 @@ def test_rail_context_reads_each_step_by_how_its_action_was_chosen() -> None:
     assert _normalized_entropy(scored, math.log(1000)) == pytest.approx(0.7 / math.log(4))
     assert _normalized_entropy(written, math.log(1000)) == pytest.approx(2.0 / math.log(1000))
     assert _normalized_entropy(chosen, None) == pytest.approx(0.5 / math.log(2))  # its own step's size
+
+
+def test_arpo_branches_sample_under_the_groups_own_regime() -> None:
+    # ARPO's branches are ordinary training rollouts of the group: a configured temperature/top-p (the
+    # campaign's "train" regime) applies to them as to the group's fresh rollouts and top-ups.
+    counts = Counts()
+    engine = engine_for("arpo-8", counts, arpo_branch_probability=1.0)
+    train = DecodingRegime(name="train", temperature=0.5, top_p=0.9)
+    batch = engine.collect(ToyPolicy(counts), tasks(2), RolloutBudget(16), seed=0, policy_version="v0",
+                           regime=train)
+    episodes = batch.all_episodes()
+    assert any(e.branch_of is not None for e in episodes)
+    assert all(e.decoding_regime == train for e in episodes)

@@ -106,11 +106,12 @@ class Anchor:
 
 @dataclass(frozen=True)
 class BranchPlan:
-    """Fork ``m`` continuations from the anchor's state under ``regime``; ``arm`` names the choice."""
+    """Fork ``m`` continuations from the anchor's state under ``regime`` (None: the group's own regime, as
+    its fresh rollouts use); ``arm`` names the choice."""
 
     plan_id: str
     m: int
-    regime: DecodingRegime
+    regime: DecodingRegime | None
     arm: str
 
 
@@ -303,7 +304,7 @@ class ArpoAllocator(Allocator):
         if m < 1:
             return None
         budget.spend(m)
-        return BranchPlan(uuid.uuid4().hex, m, DecodingRegime(), f"m{m}-default")
+        return BranchPlan(uuid.uuid4().hex, m, None, f"m{m}")  # branches sample as the group's rollouts do
 
     def finish_group(self, result: GroupResult, budget: RolloutBudget) -> GroupVerdict:
         fresh = min(self.n - len(result.rewards), budget.remaining)
@@ -444,7 +445,7 @@ class RailAllocator(Allocator):
             return None
         budget.spend(decision.arm.m)
         arm = decision.arm
-        plan = BranchPlan(uuid.uuid4().hex, arm.m, arm.regime, arm.name)  # type: ignore[arg-type]
+        plan = BranchPlan(uuid.uuid4().hex, arm.m, arm.regime, arm.name)
         self._pending[plan.plan_id] = (anchor, tuple(float(v) for v in z), decision.mode)
         return plan
 

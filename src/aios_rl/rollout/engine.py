@@ -9,9 +9,9 @@ One call to :meth:`RolloutEngine.collect` drives every allocator through the cal
 
    * **anchors**: every turn boundary of the group's finished trajectories, in time order (step index,
      then arrival): ``branch(anchor)``. A plan forks m continuations from the snapshot taken before that
-     step's action, under the plan's decoding regime. Once they finish, ``record_gain(plan, base, new)``
-     gets y = I(group ∪ new) − I(group) with I the reward variance, the group being everything that had
-     finished before. The branches' own turn boundaries join the queue. Deciding one anchor at a time
+     step's action, under the plan's decoding regime (the group's own when the plan names none). Once
+     they finish, ``record_gain(plan, base, new)`` gets y = I(group ∪ new) − I(group) with I the reward
+     variance, the group being everything that had finished before. The branches' own turn boundaries join the queue. Deciding one anchor at a time
      after the base rollouts finished is RAIL's "accept-or-stop" reading (reference §1.4): each decision
      sees the group's rewards so far (z[5:9]) and the gains realized before it. Branching later from a
      snapshot is the same as branching at the time: the restored state is exactly the parent's.
@@ -256,7 +256,8 @@ class _Group:
             plan = allocator.branch(self._anchor(j, k), self.budget)
             if plan is not None:
                 self._open, parent = plan, self.members[j]
-                return [RolloutJob(self.task, parent.job.seed, plan.regime, Fork(parent, k))] * plan.m
+                regime = self.regime if plan.regime is None else plan.regime
+                return [RolloutJob(self.task, parent.job.seed, regime, Fork(parent, k))] * plan.m
         expansions = allocator.expand(self.shapes, self._expand_round, self.budget) if allocator.forks else []
         if expansions:
             self._expand_round += 1
