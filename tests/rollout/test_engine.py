@@ -394,3 +394,31 @@ def test_arpo_branches_sample_under_the_groups_own_regime() -> None:
     episodes = batch.all_episodes()
     assert any(e.branch_of is not None for e in episodes)
     assert all(e.decoding_regime == train for e in episodes)
+
+
+class ScoringLM(ToyPolicy):
+    """An LM in score mode: it picks a candidate (``index`` set) and reports the chosen answer's tokens."""
+
+    def act(self, observations, environments, regime, generator=None):
+        out = super().act(observations, environments, regime, generator)
+        return [ActionSample(s.action, s.index, s.logprob, s.entropy, 0.0, s.hidden, token_ids=(7, 8, 9),
+                             token_logprobs=(-0.1, -0.2, -0.3), loss_mask=(1, 1, 1)) for s in out]
+
+
+class WritingLM(ToyPolicy):
+    """An LM in generate mode: it writes its action (``index`` None) and never scores the candidates."""
+
+    def act(self, observations, environments, regime, generator=None):
+        out = super().act(observations, environments, regime, generator)
+        return [ActionSample(s.action, None, -0.6, s.entropy, 0.0, s.hidden, token_ids=(7, 8),
+                             token_logprobs=(-0.1, -0.5), loss_mask=(1, 1)) for s in out]
+
+
+def test_the_ledger_counts_scored_candidates_and_written_tokens_only_where_they_happened() -> None:
+    for policy, scored, written in [(ScoringLM, True, False), (WritingLM, False, True)]:
+        ledger, counts = Budget(), Counts()
+        run_group(lambda: ToyEnv(counts), tasks(1)[0], policy(counts), size=2, seed=0, policy_version="v0",
+                  budget=ledger)
+        steps = 2 * LENGTH  # every observation offers the 3 moves
+        assert ledger.candidates_scored == (3 * steps if scored else 0), policy.__name__
+        assert ledger.tokens_generated == (2 * steps if written else 0), policy.__name__

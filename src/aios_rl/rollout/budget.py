@@ -17,7 +17,8 @@ class Budget:
         discarded: of those, rollouts whose group was replaced or dropped (DAPO), so never trained on.
         env_steps: environment steps actually taken (a branch's copied prefix is not counted again).
         policy_forwards: batched ``policy.act`` calls.
-        candidates_scored / tokens_generated: the work inside those calls (candidate scorers / LMs).
+        candidates_scored / tokens_generated: the work inside those calls: candidates offered to a policy
+            that chose among them, tokens of actions a policy wrote (an LM in generate mode).
         wall_s: wall-clock seconds spent running rollouts.
     """
 

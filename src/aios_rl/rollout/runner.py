@@ -249,8 +249,13 @@ def _act(
         else:
             out = policy.act(observations, environments, regime, generator)
         budget.policy_forwards += 1
-        budget.candidates_scored += sum(len(m.observation.candidates) for m in members)
-        budget.tokens_generated += sum(len(s.token_ids or ()) for s in out)
+        # A sample with an index was chosen by scoring its observation's candidates (the compact student, an
+        # LM in score mode, whose tokens are the chosen answer's, scored, not generated); one without was
+        # written token by token (an LM in generate mode, which never looks at the candidates).
+        budget.candidates_scored += sum(
+            len(m.observation.candidates) for m, s in zip(members, out) if s.index is not None
+        )
+        budget.tokens_generated += sum(len(s.token_ids or ()) for s in out if s.index is None)
         for i, sample in zip(index, out):
             samples[i] = sample
     return samples  # type: ignore[return-value]
