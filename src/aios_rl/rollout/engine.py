@@ -11,10 +11,11 @@ One call to :meth:`RolloutEngine.collect` drives every allocator through the cal
      then arrival): ``branch(anchor)``. A plan forks m continuations from the snapshot taken before that
      step's action, under the plan's decoding regime (the group's own when the plan names none). Once
      they finish, ``record_gain(plan, base, new)`` gets y = I(group ∪ new) − I(group) with I the reward
-     variance, the group being everything that had finished before. The branches' own turn boundaries join the queue. Deciding one anchor at a time
-     after the base rollouts finished is RAIL's "accept-or-stop" reading (reference §1.4): each decision
-     sees the group's rewards so far (z[5:9]) and the gains realized before it. Branching later from a
-     snapshot is the same as branching at the time: the restored state is exactly the parent's.
+     variance, the group being everything that had finished before. The branches' own turn boundaries
+     join the queue. Deciding one anchor at a time after the base rollouts finished is RAIL's
+     "accept-or-stop" reading (reference §1.4): each decision sees the group's rewards so far (z[5:9])
+     and the gains realized before it. Branching later from a snapshot is the same as branching at the
+     time: the restored state is exactly the parent's.
    * **expansions** (Tree-GRPO): ``expand(shapes, round)`` while it returns fork points.
    * **finish**: ``finish_group``; fresh rollouts join the group (ARPO top-up) or replace it (DAPO), and
      the group goes back to its anchors; otherwise the group is done and kept or dropped.
