@@ -422,3 +422,21 @@ def test_the_ledger_counts_scored_candidates_and_written_tokens_only_where_they_
         steps = 2 * LENGTH  # every observation offers the 3 moves
         assert ledger.candidates_scored == (3 * steps if scored else 0), policy.__name__
         assert ledger.tokens_generated == (2 * steps if written else 0), policy.__name__
+
+
+def test_environments_built_before_one_that_fails_are_closed() -> None:
+    counts, closed, built = Counts(), [], []
+
+    class Closing(ToyEnv):
+        def close(self) -> None:
+            closed.append(self)
+
+    def make_env() -> ToyEnv:
+        if len(built) == 2:
+            raise RuntimeError("no room for a third work directory")
+        built.append(Closing(counts))
+        return built[-1]
+
+    with pytest.raises(RuntimeError, match="third"):
+        run_group(make_env, tasks(1)[0], ToyPolicy(counts), size=3, seed=0, policy_version="v0")
+    assert closed == built and len(built) == 2

@@ -129,8 +129,9 @@ def run_rollouts(
     start = time.perf_counter()
     drawn: dict[Any, set[str]] = {}  # distinct="states": the actions drawn from each (task, state) so far
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        envs = [make_env() for _ in jobs]
+        envs: list[Env] = []
         try:
+            envs.extend(make_env() for _ in jobs)  # built inside: those made before a failing one are closed
             live = list(pool.map(_start, jobs, envs))
             budget.rollouts += len(jobs)
             budget.branches += sum(job.fork is not None for job in jobs)
