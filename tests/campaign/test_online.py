@@ -68,3 +68,28 @@ def test_a_start_refused_for_its_teacher_can_be_retried_with_another(tmp_path: P
         assert campaign.config.teacher == "none" and campaign.teacher is None
     finally:
         campaign.close()
+
+
+@pytest.mark.parametrize("where", ["complete_update", "append_metrics"])
+def test_an_update_killed_before_its_metrics_line_writes_it_once_on_resume(
+    tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]], where: str
+) -> None:
+    from aios_rl.campaign import online
+    from aios_rl.campaign.metrics import read_metrics
+    from aios_rl.control.plane import ControlPlane
+
+    make_task(tmp_path)
+    config = CampaignConfig(teacher="none", max_tasks=2, control=ControlConfig(ledger=LedgerConfig(batch_size=1)))
+    killed = kill_once(ControlPlane if where == "complete_update" else online, where)
+    campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", config)
+    with pytest.raises(killed):
+        campaign.run()
+    campaign.close()
+    resumed = OnlineCampaign(tmp_path / "run", None, config, resume=True)
+    try:
+        resumed.run()
+    finally:
+        resumed.close()
+    updates = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["phase"] == "campaign_update"]
+    assert len(updates) == 1 and "train/loss" in updates[0]
+    assert updates[0].get("resumed") == (1.0 if where == "complete_update" else None)

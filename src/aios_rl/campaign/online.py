@@ -43,7 +43,7 @@ from aios_rl.campaign.admission import admission, source_fingerprint, with_admis
 from aios_rl.campaign.demos import oracle_warm_start
 from aios_rl.campaign.diagnosis import write_rollback_diagnosis
 from aios_rl.campaign.drills import crash_now
-from aios_rl.campaign.metrics import append_metrics
+from aios_rl.campaign.metrics import append_metrics, read_metrics
 from aios_rl.campaign.online_config import (
     CAMPAIGN_KEY,
     CampaignConfig,
@@ -84,6 +84,8 @@ from aios_rl.rollout.runner import run_group
 log = logging.getLogger(__name__)
 
 TASKS_DIR_KEY = "tasks_dir"  # also read by `aios-rl shell eval`
+# An applied update's metrics line, committed with the pointer move and cleared once the line is written.
+PENDING_UPDATE_KEY = "pending_update_metrics"
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -148,6 +150,7 @@ class OnlineCampaign:
         self._policies: dict[str, Policy] = {}
         self._sources: dict[str, str] = {}
         self.cursor = find_cursor(self.plane.store, self.campaign_id)
+        self._write_pending_update()
 
     def _setup(
         self, config: CampaignConfig, tasks_dir: Path | None, resume: bool, tasks: list[Task] | None
@@ -397,6 +400,18 @@ class OnlineCampaign:
 
     # -- update and close --------------------------------------------------------------------------
 
+    def _write_pending_update(self) -> None:
+        """Append the applied update's metrics line unless a kill already let it be written; then clear it."""
+        record = self.plane.store.get_meta(PENDING_UPDATE_KEY)
+        if record is None:
+            return
+        path = self.run_dir / "metrics.jsonl"
+        written = any(r.get("phase") == "campaign_update" and r.get("checkpoint") == record["checkpoint"]
+                      for r in read_metrics(path))
+        if not written:
+            append_metrics(path, record)
+        self.plane.store.set_meta(PENDING_UPDATE_KEY, None)
+
     def _update(self) -> None:
         self.plane.ensure_can_update()
         state = self.plane.state
@@ -406,8 +421,9 @@ class OnlineCampaign:
         drilled = self.config.drill == "bad-update" and number == self.config.drill_at
         data = update_data(self.plane, self.config.seed)
         checkpoint_id = registered_update(self.plane, active, data.window)
-        metrics: dict[str, float] = {"resumed": 1.0}
-        if checkpoint_id is None:
+        if checkpoint_id is not None:  # trained and registered before a kill: its numbers are in its meta
+            metrics = {"resumed": 1.0} | self.plane.load_checkpoint(checkpoint_id)[1].get("update_metrics", {})
+        else:
             label = f"update {number} (epoch {epoch.epoch})" + (" DRILL bad-update" if drilled else "")
             try:
                 checkpoint_id, stats = train_update(
@@ -428,22 +444,19 @@ class OnlineCampaign:
                 self.on_event("update", {"epoch": epoch.epoch, "failed": str(exc)})
                 return
             metrics = stats.metrics()
-        self.plane.complete_update(checkpoint_id)
-        append_metrics(
-            self.run_dir / "metrics.jsonl",
-            {
-                "phase": "campaign_update",
-                "update": number,
-                "epoch": epoch.epoch,
-                "checkpoint": checkpoint_id,
-                "drill": "bad-update" if drilled else None,
-                "replay/batch": len(data.batch),
-                "replay/positive": len(data.positive),
-                "replay/neutral": len(data.neutral),
-                "replay/negative": len(data.negative),
-            }
-            | metrics,
-        )
+        record = {
+            "phase": "campaign_update",
+            "update": number,
+            "epoch": epoch.epoch,
+            "checkpoint": checkpoint_id,
+            "drill": "bad-update" if drilled else None,
+            "replay/batch": len(data.batch),
+            "replay/positive": len(data.positive),
+            "replay/neutral": len(data.neutral),
+            "replay/negative": len(data.negative),
+        } | metrics
+        self.plane.complete_update(checkpoint_id, meta={PENDING_UPDATE_KEY: record})
+        self._write_pending_update()
         self.on_event("update", {"epoch": epoch.epoch, "checkpoint": checkpoint_id, "drill": drilled})
         if self.config.drill == "crash-after-update" and number == self.config.drill_at:
             crash_now(f"update {number} committed: active={checkpoint_id}")

@@ -17,6 +17,7 @@ update, so the result depends only on the store, not on what the process did bef
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -150,6 +151,8 @@ def train_update(
         )
     tensors, meta = trainer.state_tensors()
     meta["label"] = label
+    # Kept with the checkpoint: a campaign killed before applying it applies it on resume, numbers included.
+    meta["update_metrics"] = {k: v for k, v in stats.metrics().items() if math.isfinite(v)}
     checkpoint_id = next_checkpoint_id(plane)
     plane.save_checkpoint(
         checkpoint_id,
