@@ -133,3 +133,19 @@ def test_a_fenced_object_without_shaping_does_not_hide_the_bare_answer() -> None
     reply = 'Run it with\n```json\n{"timeout": 5}\n```\nMy verdict: {"shaping": 0.5, "confidence": 0.8}'
     answer = parse_reply(reply)
     assert isinstance(answer, TeacherAnswer) and answer.shaping == 0.5
+
+
+def test_lone_surrogate_escapes_in_strings_become_utf8_safe_text() -> None:
+    # A JSON \u escape can spell half a surrogate pair: json decodes it to a lone surrogate, which the
+    # episode store cannot encode (model_dump_json raises). The answer's text must be plain UTF-8.
+    reply = '{"shaping": 0.5, "confidence": 0.5, "critique": "bad \\ud83d end", "reference_actions": ["x\\udcff"]}'
+    got = answer(reply)
+    got.critique.encode("utf-8")
+    for action in got.reference_actions:
+        action.encode("utf-8")
+    assert got.critique.startswith("bad ") and got.critique.endswith(" end")
+
+
+def test_a_problem_quoting_a_lone_surrogate_is_utf8_safe() -> None:
+    # The reason ends up in TeacherSignal.error, stored with the episode.
+    problem('{"shaping": "\\ud800", "confidence": 0.5}').reason.encode("utf-8")

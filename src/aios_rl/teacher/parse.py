@@ -28,6 +28,8 @@ Validation (:func:`validate_answer`) — a violation makes the reply invalid, no
 - ``boundary`` (optional, default false): a JSON boolean.
 - Booleans are not numbers here (``"shaping": true`` is invalid) and numeric strings are not numbers.
 - Unknown extra keys are ignored: models like to add ``"reasoning"``, which carries nothing we store.
+- Strings are made valid UTF-8: a ``\\u`` escape spelling half a surrogate pair decodes to a lone
+  surrogate, which the episode store cannot encode, so each one becomes ``?``.
 
 Nothing in this module raises for any input: :func:`parse_reply` takes arbitrary ``str`` or ``bytes``
 and returns a :class:`TeacherAnswer` or a :class:`ReplyProblem`.
@@ -165,8 +167,8 @@ def validate_answer(obj: Any) -> TeacherAnswer | ReplyProblem:
     if problems:
         return ReplyProblem("wrong_schema", "; ".join(problems))
     return TeacherAnswer(
-        critique=critique[:MAX_CRITIQUE_CHARS],
-        reference_actions=[a[:MAX_ACTION_CHARS] for a in actions[:MAX_REFERENCE_ACTIONS]],
+        critique=_utf8(critique[:MAX_CRITIQUE_CHARS]),
+        reference_actions=[_utf8(a[:MAX_ACTION_CHARS]) for a in actions[:MAX_REFERENCE_ACTIONS]],
         shaping=float(shaping),
         confidence=float(confidence),
         boundary=bool(boundary),
@@ -192,9 +194,15 @@ def _number(obj: dict[str, Any], key: str, low: float, high: float, problems: li
     return number
 
 
+def _utf8(text: str) -> str:
+    """``text`` with every lone surrogate (from a JSON ``\\ud800``-style escape) replaced by ``?``."""
+    return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
 def _show(value: Any) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         text = f"<{type(value).__name__}>"
+    text = _utf8(text)  # the reason is stored on the TeacherSignal
     return text if len(text) <= 60 else text[:57] + "..."
