@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from teacher_fakes import VALID, FakeServer, make_episode, make_task, openai_server
 
+from aios_rl.contracts.errors import ConfigError
 from aios_rl.storage.teacher_cache import TeacherCache
 from aios_rl.teacher.backend import BackendFailure
 from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
@@ -244,3 +245,19 @@ def test_the_same_model_name_on_another_server_is_another_cache_entry(server: Fa
         config = TeacherConfig(backend="openai", retries=0, openai=openai)
         assert TeacherGateway(config, cache=cache).signal(task, make_episode(task)).status == "complete"
     assert len(server.requests) == 2 and len(cache) == 2  # the second server was asked, not the first's reply
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "127.0.0.1:8000/v1", "http//localhost:8000/v1",
+                                 "ftp://example.com/v1", "http://", "", "https://api.openai.com/v1 "])
+def test_a_base_url_that_can_never_be_called_is_a_config_error(url: str) -> None:
+    # Before: accepted, then every call failed as a *retryable* connection_error, so a typo silently turned
+    # every teacher signal of a run into failed_all_backends (after retries and backoff sleeps).
+    with pytest.raises(ConfigError, match="base_url"):
+        OpenAIBackendConfig(base_url=url)
+    with pytest.raises(ConfigError, match="base_url"):
+        TeacherConfig.model_validate({"backend": "openai", "openai": {"base_url": url}})
+
+
+def test_http_and_https_base_urls_are_accepted() -> None:
+    for url in ("http://127.0.0.1:8000/v1", "https://api.openai.com/v1/", "http://[::1]:8080"):
+        assert OpenAIBackendConfig(base_url=url).base_url == url

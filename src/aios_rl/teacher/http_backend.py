@@ -26,10 +26,12 @@ import time
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
 from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.errors import ConfigError
 from aios_rl.teacher.backend import BackendFailure, BackendReply
 
 __all__ = ["OpenAIBackend", "OpenAIBackendConfig"]
@@ -65,6 +67,19 @@ class OpenAIBackendConfig(ConfigModel):
     price_per_output_token_usd: float | None = Field(
         default=None, ge=0.0, description="Dollars per completion token, for cost accounting; None: unknown."
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _callable_url(cls, url: str) -> str:
+        # Checked here: a URL urllib cannot call fails every request as a retryable connection error, which
+        # would quietly turn every teacher signal of a run into failed_all_backends.
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in url):
+            raise ConfigError(
+                f"teacher.openai.base_url={url!r} is not an http(s) URL with a host; "
+                "write it like http://127.0.0.1:8000/v1 or https://api.openai.com/v1"
+            )
+        return url
 
     @field_validator("api_key", mode="before")
     @classmethod
