@@ -308,3 +308,19 @@ def test_a_prompt_with_a_lone_surrogate_still_has_a_cache_key() -> None:
 
     assert cache_key("claude", "m", "bad \ud800 text") != cache_key("claude", "m", "bad \ud801 text")
     assert cache_key("claude", "m", "é") == cache_key("claude", "m", "é")
+
+
+class SlowOracle(FakeOracle):
+    def signal(self, task: Task, episode: Episode) -> TeacherSignal:
+        time.sleep(0.05)
+        return super().signal(task, episode)
+
+
+def test_oracle_calls_count_in_the_latency_metrics() -> None:
+    # Oracle calls count in teacher/calls, so their time must count in the latency sum it divides.
+    oracle = SlowOracle(TeacherSignal(status="complete", backend="oracle", shaping=0.5, confidence=1.0))
+    g = TeacherGateway(TeacherConfig(backend="oracle"), oracle=oracle)
+    g.signal(TASK, EPISODE)
+    m = g.metrics()
+    assert m["teacher/calls"] == 1
+    assert 0.05 <= m["teacher/call_latency_s_mean"] <= m["teacher/call_latency_s_max"]

@@ -348,11 +348,13 @@ class TeacherGateway:
             try:
                 return backend.complete(prompt, self.config.timeout_s)
             finally:
-                elapsed = time.monotonic() - start
-                with self._lock:
-                    self._sums["teacher/call_latency_s_sum"] += elapsed
-                    longest = max(self._sums["teacher/call_latency_s_max"], elapsed)
-                    self._sums["teacher/call_latency_s_max"] = longest
+                self._add_latency(time.monotonic() - start)
+
+    def _add_latency(self, elapsed: float) -> None:
+        """Add one call's duration to the latency metrics (every call counted in ``teacher/calls``)."""
+        with self._lock:
+            self._sums["teacher/call_latency_s_sum"] += elapsed
+            self._sums["teacher/call_latency_s_max"] = max(self._sums["teacher/call_latency_s_max"], elapsed)
 
     def _judge(self, name: str, key: str, backend: PromptBackend, reply: Any) -> _Attempt:
         raw = reply.text if isinstance(reply, BackendReply) else reply
@@ -382,7 +384,11 @@ class TeacherGateway:
         try:
             with self._slots:
                 self._count("teacher/calls", "teacher/calls/oracle")
-                signal = self._oracle.signal(task, episode)  # type: ignore[union-attr]
+                start = time.monotonic()
+                try:
+                    signal = self._oracle.signal(task, episode)  # type: ignore[union-attr]
+                finally:
+                    self._add_latency(time.monotonic() - start)
         except AiosRlError as exc:
             self._count("teacher/failures/oracle_error")
             return _Attempt("oracle", failure=f"oracle_error: {exc}"[:300])
