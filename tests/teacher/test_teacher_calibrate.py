@@ -10,6 +10,7 @@ import pytest
 from teacher_fakes import make_episode, make_task
 
 from aios_rl.contracts.episode import Episode, Task, TeacherSignal
+from aios_rl.contracts.errors import ConfigError
 from aios_rl.teacher.backend import BackendReply
 from aios_rl.teacher.calibrate import (
     DisagreementMonitor,
@@ -149,3 +150,13 @@ def test_monitor_ignores_unscorable_and_waits_for_min_samples() -> None:
     # The episode's own signal is used when none is given.
     assert monitor.observe(success.model_copy(update={"teacher_signal": bad})) is None  # already alarmed
     assert monitor.metrics()["teacher/disagreement_samples"] == 6
+
+
+def test_a_window_smaller_than_min_samples_is_a_config_error() -> None:
+    # The window never holds more than `window` samples, so with min_samples > window the alarm could never
+    # fire: window=10 with the default min_samples=20 silently disabled the monitor.
+    with pytest.raises(ConfigError, match="min_samples"):
+        MonitorConfig(window=10)
+    with pytest.raises(ConfigError, match="min_samples"):
+        MonitorConfig(window=50, min_samples=51)
+    assert MonitorConfig(window=20).min_samples == 20

@@ -34,10 +34,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import Episode, Outcome, Task, TeacherSignal
+from aios_rl.contracts.errors import ConfigError
 from aios_rl.contracts.protocols import Teacher
 
 __all__ = [
@@ -201,8 +202,18 @@ class MonitorConfig(ConfigModel):
         default=0.3, ge=0.0, le=1.0, description="Disagreement rate above which the alarm fires."
     )
     min_samples: int = Field(
-        default=20, ge=1, description="Scored episodes needed before the alarm can fire."
+        default=20, ge=1, description="Scored episodes needed before the alarm can fire (<= window)."
     )
+
+    @model_validator(mode="after")
+    def _reachable(self) -> MonitorConfig:
+        # The window holds at most `window` samples: a larger min_samples would switch the alarm off.
+        if self.min_samples > self.window:
+            raise ConfigError(
+                f"monitor: min_samples={self.min_samples} exceeds window={self.window}, so the alarm could "
+                f"never fire; set min_samples <= {self.window} or window >= {self.min_samples}"
+            )
+        return self
 
 
 @dataclass(frozen=True)
