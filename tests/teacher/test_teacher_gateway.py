@@ -324,3 +324,18 @@ def test_oracle_calls_count_in_the_latency_metrics() -> None:
     m = g.metrics()
     assert m["teacher/calls"] == 1
     assert 0.05 <= m["teacher/call_latency_s_mean"] <= m["teacher/call_latency_s_max"]
+
+
+def test_failure_reasons_with_lone_surrogates_leave_a_storable_signal() -> None:
+    # A JSON error body such as {"error": "\ud800"} decodes to a lone surrogate, which ended up in
+    # TeacherSignal.error and made the episode unserialisable (model_dump_json raised).
+    g = gw({"claude": Scripted(BackendFailure("error_reported", "openai: bad \ud800")),
+            "codex": Scripted(ok('{"shaping": 0.1, "confidence": 2, "critique": "x"}'))}, ("claude", "codex"))
+    signal = g.signal(TASK, EPISODE)
+    assert signal.status == "invalid_response" and "bad " in (signal.error or "")
+    signal.model_dump_json()
+    g2 = gw({"claude": Scripted(BackendFailure("error_reported", "bad \udcff")),
+             "codex": Scripted(ok())}, ("claude", "codex"))
+    answered = g2.signal(TASK, EPISODE)
+    assert answered.status == "fallback_complete"
+    answered.model_dump_json()

@@ -457,5 +457,7 @@ def _total_cost(attempts: list[_Attempt]) -> float | None:
 
 
 def _errors(attempts: list[_Attempt]) -> str:
+    """Each unanswered attempt's reason, as text the episode store can encode (a reason may quote a JSON
+    error body whose ``\\ud800``-style escape decoded to a lone surrogate)."""
     text = "; ".join(f"{a.backend}: {a.invalid or a.failure}" for a in attempts if a.answer is None)
-    return text[:_MAX_ERROR_CHARS]
+    return _as_text(text[:_MAX_ERROR_CHARS]) or ""
