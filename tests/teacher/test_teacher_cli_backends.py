@@ -227,3 +227,14 @@ def test_a_tool_that_answers_and_leaves_a_child_running(tmp_path: Path) -> None:
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid), "the tool's leftover child outlived the call"
+
+
+def test_a_relative_executable_path_is_run_from_where_it_was_found(
+    tools: FakeTools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `executable: bin/claude` was found relative to the current directory, then spawned in the fresh
+    # temporary working directory, where that relative path names nothing: every call was spawn_failed.
+    monkeypatch.chdir(tmp_path)
+    for executable in ("bin/claude", "./bin/claude"):
+        reply = CliBackend("claude", CliBackendConfig(executable=executable)).complete("judge this", 10.0)
+        assert isinstance(reply.text, str) and "shaping" in reply.text

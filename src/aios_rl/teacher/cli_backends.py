@@ -229,6 +229,8 @@ class CliBackend:
         executable = shutil.which(wanted)
         if executable is None:
             raise _fail("not_found", f"{wanted!r} is not an executable on PATH")
+        # which() may answer a path relative to this process's directory; the tool runs in another one.
+        executable = os.path.abspath(executable)
         options = [*(["--model", self.config.model] if self.config.model else []), *self.config.extra_args]
         argv = self.tool.argv(executable, prompt, options)
         if self.config.workdir is not None:
