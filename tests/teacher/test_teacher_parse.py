@@ -138,7 +138,8 @@ def test_a_fenced_object_without_shaping_does_not_hide_the_bare_answer() -> None
 def test_lone_surrogate_escapes_in_strings_become_utf8_safe_text() -> None:
     # A JSON \u escape can spell half a surrogate pair: json decodes it to a lone surrogate, which the
     # episode store cannot encode (model_dump_json raises). The answer's text must be plain UTF-8.
-    reply = '{"shaping": 0.5, "confidence": 0.5, "critique": "bad \\ud83d end", "reference_actions": ["x\\udcff"]}'
+    reply = ('{"shaping": 0.5, "confidence": 0.5, "critique": "bad \\ud83d end", '
+             '"reference_actions": ["x\\udcff"]}')
     got = answer(reply)
     got.critique.encode("utf-8")
     for action in got.reference_actions:
