@@ -163,3 +163,20 @@ def test_reference_fix_is_a_candidate_on_a_mutated_seed_repo_and_solves_it(tmp_p
     signal = ShellOracle().signal(task, episode)
     assert signal.shaping == 1.0 and signal.reference_actions == [REVERT_CANDIDATE, fix]
     assert "roman.py (to_roman)" in signal.critique and "hold the reference fix" in signal.critique
+
+
+def test_shaping_replays_a_revert(tmp_path: Path) -> None:
+    # `revert` puts the working copy back as it was at reset: the replayed files must follow it, or a
+    # fix reached after reverting a wrong patch is missed and a fix reverted away still earns FIX_SHAPING.
+    task = _task(tmp_path, unified_diff(CALC, FIXED, "calc.py"))
+    wrong_add = _patch(CALC, CALC.replace("return a - b", "return a * b"))
+    revert = (REVERT_CANDIDATE, False)
+    steps = [Step(observation=Observation(text="obs"), action=a, logprob=0.0, entropy=0.0,
+                  info={"patch_applied": applied, "action_kind": "revert" if a == REVERT_CANDIDATE else "patch"})
+             for a, applied in [(wrong_add, True), revert, (_patch(CALC, FIXED), True)]]
+    episode = _episode([]).model_copy(update={"trajectory": steps})
+    recovered = ShellOracle().signal(task, episode)
+    assert recovered.shaping == pytest.approx(1.0) and "hold the reference fix" in recovered.critique
+    undone = episode.model_copy(update={"trajectory": [steps[2], steps[1]]})
+    signal = ShellOracle().signal(task, undone)
+    assert signal.shaping == pytest.approx(0.3) and "do not hold the reference fix" in signal.critique

@@ -12,8 +12,8 @@ the right target at every visited state, since ``revert`` is offered only while 
 Shaping, in [-1, 1]: ``+1`` when the episode's final files hold the reference fix; otherwise ``+0.3`` for
 reading a file the fix changes and ``+0.3`` for patching a function it changes; ``-0.5`` when the
 verification found new failures. The episode's files are replayed from its applied ``patch`` actions
-(steps whose ``info["patch_applied"]`` is true) on the task's repository; changes made by running
-scripts are not seen.
+(steps whose ``info["patch_applied"]`` is true) and its ``revert`` steps (back to the task's files) on the
+task's repository; changes made by running scripts are not seen.
 
 A task without a reference patch still gets ``status="complete"``: no reference actions, and shaping
 from the verification evidence only (fraction of target tests resolved, ``-0.5`` for new failures).
@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from aios_rl.contracts.episode import Episode, Task, TeacherSignal, Verification
 from aios_rl.contracts.errors import EnvError
-from aios_rl.envs.shell.actions import Patch, Read, Run, file_arguments, parse_action
+from aios_rl.envs.shell.actions import Patch, Read, Revert, Run, file_arguments, parse_action
 from aios_rl.envs.shell.candidates import REVERT_CANDIDATE, function_at_line
 from aios_rl.envs.shell.mutate import apply_unified_diff, unified_diff
 from aios_rl.envs.shell.task import REPO
@@ -115,6 +115,7 @@ class ShellOracle:
         read: set[str] = set()
         touched: set[tuple[str, str]] = set()
         patches = 0
+        initial = files
         for step in episode.trajectory:
             action = parse_action(step.action)
             if isinstance(action, Read):
@@ -125,6 +126,8 @@ class ShellOracle:
                 patches += 1
                 files, changes = _replay(files, action)
                 touched |= changes
+            elif isinstance(action, Revert) and step.info.get("action_kind") == "revert":
+                files = initial  # the environment put the working copy back as it was at reset
         fixed = all(files.get(p) == text for p, text in fix.after.items())
         read_right = bool(read & fix.after.keys())
         touched_right = any(q in fix.functions.get(p, ()) for p, q in touched)
