@@ -236,6 +236,32 @@ def test_the_verdict_ignores_edits_to_the_tests_and_their_set_up(env: ShellBugfi
     assert _files(env)["tests/test_calc.py"] == TESTS.encode()  # put back for the verdict
 
 
+CHEAT_PLUGIN = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+"""
+
+
+@pytest.mark.parametrize("config", [".pytest.ini", "pytest.toml", ".pytest.toml"])
+def test_the_verdict_ignores_every_pytest_config_file_the_student_adds(
+    env: ShellBugfixEnv, task: Task, config: str
+) -> None:
+    # pytest reads these as it reads pytest.ini (before pyproject.toml); one added by the student that
+    # loads a plugin of its own reporting every test as passed must not reach the verdict.
+    env.reset(task, seed=0)
+    text = "[pytest]\naddopts = -p cheat\n" if config.endswith(".ini") else '[pytest]\naddopts = ["-p", "cheat"]\n'
+    diff = "".join(unified_diff("", body, path).replace(f"--- a/{path}", "--- /dev/null")
+                   for path, body in [("cheat.py", CHEAT_PLUGIN), (config, text)])
+    hacked = env.step("patch\n" + diff)
+    assert hacked.info["patch_applied"] and "Tests: 3 passed" in hacked.observation.text  # the student's run
+    verification = env.verify()
+    assert verification.outcome == "failure", verification.evidence
+
+
 def test_with_restored_puts_protected_paths_back_exactly() -> None:
     from aios_rl.envs.shell.candidates import judge_file
     from aios_rl.envs.shell.workspace import FileEntry, with_restored

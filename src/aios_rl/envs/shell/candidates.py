@@ -187,9 +187,11 @@ def is_test_file(path: str) -> bool:
 
 # Besides the tests, files the verifier takes as they were at reset: pytest's configuration and modules that
 # would shadow pytest or run at interpreter start-up.
+# Every file name pytest reads its configuration from: pytest.ini/.pytest.ini and pytest.toml/.pytest.toml
+# (pytest 9) take precedence over pyproject.toml, tox.ini and setup.cfg.
 _JUDGE_FILES = frozenset({
-    "conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "pytest.py", "sitecustomize.py",
-    "usercustomize.py",
+    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml", "setup.cfg",
+    "tox.ini", "pytest.py", "sitecustomize.py", "usercustomize.py",
 })
 
 
