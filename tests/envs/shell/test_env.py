@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -340,6 +341,18 @@ def test_step_before_reset_and_bad_spec_raise(env: ShellBugfixEnv, task: Task) -
         env.reset(bad, seed=0)
     with pytest.raises(EnvError, match="ShellSnapshot"):
         env.restore({"files": {}})
+
+
+def test_a_reset_that_fails_ends_the_previous_episode_and_raises_env_error(
+    env: ShellBugfixEnv, task: Task, tmp_path: Path
+) -> None:
+    env.reset(task, seed=0)
+    other = make_task(tmp_path / "other", task_id="calc-2")
+    os.mkfifo(Path(other.spec["task_dir"]) / "repo" / "pipe")  # a repository that cannot be copied
+    with pytest.raises(EnvError, match="calc-2"):
+        env.reset(other, seed=0)
+    with pytest.raises(EnvError, match="call reset"):  # not the old episode on a half-copied repository
+        env.step("read calc.py")
 
 
 def test_config_rejects_bad_values() -> None:

@@ -254,8 +254,13 @@ class ShellBugfixEnv:
             SandboxError: the sandbox cannot be set up.
         """
         spec = read_spec(task)
+        self._state = None  # a reset that raises below leaves no episode running, not the previous one
         self._new_workdir()
-        shutil.copytree(spec.task_dir / REPO, self._repo, symlinks=True, ignore=IGNORED_IN_COPIES)
+        try:
+            shutil.copytree(spec.task_dir / REPO, self._repo, symlinks=True, ignore=IGNORED_IN_COPIES)
+        except OSError as exc:  # shutil.Error (a pipe, an unreadable file...) is an OSError
+            raise EnvError(f"task {task.task_id}: cannot copy {spec.task_dir / REPO}: {str(exc)[:500]}; "
+                           "a task repository must hold only regular files, directories and links") from exc
         baseline, output, duration, files = self._run_tests(spec)
         # Later runs get a budget scaled from the baseline: a patch that makes the code loop forever (common
         # for candidate edits of loop conditions) costs seconds, not the task's whole timeout, per step.
