@@ -127,3 +127,18 @@ def test_different_files_are_different_runs(tmp_path: Path, sandbox: CountingSan
         assert "3 passed" in env.reset(fixed, seed=0).text
     finally:
         env.close()
+
+
+def test_runs_under_another_sandbox_are_not_recalled(tmp_path: Path, sandbox: CountingSandbox) -> None:
+    # Environments share the memo; one given a sandbox of other settings (here an extra variable the
+    # tests read) must not be handed the runs of the other, though their ShellEnvConfig is the same.
+    flag = "import os\n\n\ndef test_flag():\n    assert os.environ.get('FLAG') == '1'\n"
+    task = make_task(tmp_path, files={"calc.py": _unique(CALC), "tests/test_flag.py": flag}, oracle=False)
+    flagged = Sandbox(SandboxConfig(env=(("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1"), ("FLAG", "1"))))
+    plain, other = ShellBugfixEnv(sandbox=sandbox), ShellBugfixEnv(sandbox=flagged)
+    try:
+        assert "1 failed" in plain.reset(task, seed=0).text
+        assert "1 passed" in other.reset(task, seed=0).text
+    finally:
+        plain.close()
+        other.close()

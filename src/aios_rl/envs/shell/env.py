@@ -467,7 +467,7 @@ class ShellBugfixEnv:
         if argv is None:
             return None, files
         timeout = self.config.spectrum_timeout_factor * spec.timeout_s
-        key = tree_key("spectrum", argv, self.config.sandbox, files)
+        key = tree_key("spectrum", argv, self._box().config, files)
         memo = shared_memo(self.config.run_memo)
         known = memo.get(key, timeout)
         if known is not None:
@@ -526,7 +526,8 @@ class ShellBugfixEnv:
         (unless ``fresh``); stored only when it finished in time and left the files as they were. Returns
         the run and the working copy after it (read back when it ran: a command may write files)."""
         before = read_tree(self._repo)
-        key = tree_key("run", tuple(argv), self.config.sandbox, self.config.max_copy_bytes, before)
+        # the settings of the sandbox that runs it (one given to __init__ may differ from config.sandbox)
+        key = tree_key("run", tuple(argv), self._box().config, self.config.max_copy_bytes, before)
         memo = shared_memo(self.config.run_memo)
         known = None if fresh else memo.get(key, timeout_s)
         if known is not None:
@@ -541,11 +542,9 @@ class ShellBugfixEnv:
         """Run ``argv`` in the sandbox on the working copy. A command that leaves the copy bigger than
         ``max_copy_bytes`` has its file changes undone (``before``: the copy as it was, read if not given),
         and its output says so: the copy is read into memory after every command."""
-        if self._sandbox is None:
-            self._sandbox = Sandbox(self.config.sandbox)
         before = read_tree(self._repo) if before is None else before
         start_size = tree_bytes(self._repo)
-        result = self._sandbox.run(argv, self._repo, timeout_s=timeout_s)
+        result = self._box().run(argv, self._repo, timeout_s=timeout_s)
         size = tree_bytes(self._repo)
         if size > self.config.max_copy_bytes and size > start_size:  # this command grew it past the cap
             write_tree(self._repo, before)
@@ -553,6 +552,12 @@ class ShellBugfixEnv:
                     f"{self.config.max_copy_bytes // 2**20} MiB; its file changes were undone]")
             result = result.model_copy(update={"stderr": result.stderr + note})
         return result
+
+    def _box(self) -> Sandbox:
+        """The sandbox commands run in: the one given, else one built from ``config.sandbox`` on first use."""
+        if self._sandbox is None:
+            self._sandbox = Sandbox(self.config.sandbox)
+        return self._sandbox
 
     def _observe(self, state: EpisodeState, files: FileTree) -> Observation:
         sources = python_sources(files)
