@@ -180,3 +180,21 @@ def test_shaping_replays_a_revert(tmp_path: Path) -> None:
     undone = episode.model_copy(update={"trajectory": [steps[2], steps[1]]})
     signal = ShellOracle().signal(task, undone)
     assert signal.shaping == pytest.approx(0.3) and "do not hold the reference fix" in signal.critique
+
+
+def test_reference_of_a_crlf_repository_is_the_environments_candidate(tmp_path: Path) -> None:
+    # The environment keeps a file's "\r\n" endings (it reads bytes), and so does a reference patch made
+    # from the file; the oracle must read the task's files the same way, not with newline translation.
+    crlf, fixed = CALC.replace("\n", "\r\n"), FIXED.replace("\n", "\r\n")
+    src = tmp_path / "src"
+    (src / "tests").mkdir(parents=True)
+    (src / "calc.py").write_bytes(crlf.encode())
+    (src / "tests" / "test_calc.py").write_text(TESTS)
+    manifest = ShellTaskManifest(task_id="calc-crlf", split="train", prompt="Fix it.",
+                                 test_command=["python", "-m", "pytest", "-q", "tests"],
+                                 reference_patch=unified_diff(crlf, fixed, "calc.py"))
+    task = manifest.to_task(write_task(tmp_path / "tasks", manifest, src))
+    assert reference_action(task) == "patch\n" + unified_diff(crlf, fixed, "calc.py")
+    episode = _episode([(reference_action(task), True)])
+    signal = ShellOracle().signal(task, episode)
+    assert signal.status == "complete" and signal.shaping == 1.0

@@ -191,7 +191,9 @@ def _count(verification: Verification | None, key: str) -> int:
 
 
 def _task_files(task: Task) -> dict[str, str]:
-    """Every UTF-8 text file of the task's repository, by relative POSIX path (read, never written)."""
+    """Every UTF-8 text file of the task's repository, by relative POSIX path (read, never written).
+
+    Read as bytes, so "\r\n" endings stay as the environment and the reference patch see them."""
     repo = Path(str(task.spec.get("task_dir", ""))) / REPO
     if not repo.is_dir():
         raise EnvError(f"task repository {repo} does not exist")
@@ -199,7 +201,7 @@ def _task_files(task: Task) -> dict[str, str]:
     for path in sorted(repo.rglob("*")):
         if path.is_file() and not path.is_symlink() and "__pycache__" not in path.parts:
             try:
-                texts[path.relative_to(repo).as_posix()] = path.read_text(encoding="utf-8")
+                texts[path.relative_to(repo).as_posix()] = path.read_bytes().decode("utf-8")
             except UnicodeDecodeError:
                 continue  # binary files cannot be patched by text diffs anyway
     return texts
