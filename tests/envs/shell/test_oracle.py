@@ -198,3 +198,28 @@ def test_reference_of_a_crlf_repository_is_the_environments_candidate(tmp_path: 
     episode = _episode([(reference_action(task), True)])
     signal = ShellOracle().signal(task, episode)
     assert signal.status == "complete" and signal.shaping == 1.0
+
+
+def test_a_search_replace_edit_on_a_crlf_file_is_replayed_as_the_environment_applied_it(tmp_path: Path) -> None:
+    # The environment applies a multi-line search quoted with plain newlines to a CRLF file (taking the
+    # file's endings); the oracle's replay must reach the same files.
+    crlf, fixed = CALC.replace("\n", "\r\n"), FIXED.replace("\n", "\r\n")
+    src = tmp_path / "src"
+    (src / "tests").mkdir(parents=True)
+    (src / "calc.py").write_bytes(crlf.encode())
+    (src / "tests" / "test_calc.py").write_text(TESTS)
+    manifest = ShellTaskManifest(task_id="calc-crlf-edit", split="train", prompt="Fix it.",
+                                 test_command=["python", "-m", "pytest", "-q", "tests"],
+                                 reference_patch=unified_diff(crlf, fixed, "calc.py"))
+    task = manifest.to_task(write_task(tmp_path / "tasks", manifest, src))
+    edit = json.dumps({"action": "patch", "path": "calc.py", "search": "def add(a, b):\n    return a - b",
+                       "replace": "def add(a, b):\n    return a + b"})
+    env = ShellBugfixEnv(sandbox=Sandbox(SandboxConfig()))
+    try:
+        env.reset(task, seed=0)
+        result = env.step(edit)
+        assert result.info["patch_applied"] and env.verify().outcome == "success"
+    finally:
+        env.close()
+    signal = ShellOracle().signal(task, _episode([(edit, True)]))
+    assert signal.shaping == 1.0 and "hold the reference fix" in signal.critique

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import time
 import weakref
@@ -72,8 +71,8 @@ from aios_rl.envs.shell.candidates import (
     judge_file,
     patch_pool,
 )
-from aios_rl.envs.shell.mutate import apply_search_replace, apply_unified_diff
-from aios_rl.envs.shell.patches import edited_lines
+from aios_rl.envs.shell.mutate import apply_unified_diff
+from aios_rl.envs.shell.patches import apply_edit, edited_lines
 from aios_rl.envs.shell.pytest_output import (
     SuiteRun,
     display_output,
@@ -493,12 +492,7 @@ class ShellBugfixEnv:
             text = target.read_bytes().decode("utf-8")  # bytes: the file's own line endings stay as they are
         except UnicodeDecodeError as exc:
             raise EnvError(f"edit targets {edit.path!r}, which is not UTF-8 text: {exc}") from None
-        search, replace = edit.search, edit.replace
-        if search not in text and "\r\n" in text and "\n" in search:
-            # quoted with plain newlines (as a read shows the file) where the file has CRLF: the edit takes
-            # the file's endings (a "\r\n" already in it stays one)
-            search, replace = _crlf(search), _crlf(replace)
-        target.write_bytes(apply_search_replace(text, search, replace).encode("utf-8"))
+        target.write_bytes(apply_edit(text, edit.search, edit.replace).encode("utf-8"))  # CRLF-aware
         return edit.path
 
     # ------------------------------------------------------------------ helpers
@@ -687,11 +681,6 @@ def _observation_features(state: EpisodeState, max_steps: int) -> dict[str, floa
         "tests_passed": float(len(run.passing) if run else 0),
         "baseline_failed": float(state.baseline.n_failed),
     }
-
-
-def _crlf(text: str) -> str:
-    """Every bare ``\n`` of ``text`` as ``\r\n``."""
-    return re.sub(r"(?<!\r)\n", "\r\n", text)
 
 
 def _evidence(state: EpisodeState, run: SuiteRun, files: FileTree) -> dict[str, Any]:

@@ -299,6 +299,24 @@ def apply_search_replace(text: str, search: str, replace: str) -> str:
     return text[:first] + replace + text[first + len(search) :]
 
 
+def apply_edit(text: str, search: str, replace: str) -> str:
+    """:func:`apply_search_replace` as the environment applies an edit: a search quoted with plain newlines
+    (as a read shows the file) that is not in a file with "\r\n" endings takes the file's endings, in the
+    replacement too (a "\r\n" already in either stays one).
+
+    Raises:
+        EnvError: as :func:`apply_search_replace`.
+    """
+    if search not in text and "\r\n" in text and "\n" in search:
+        search, replace = _crlf(search), _crlf(replace)
+    return apply_search_replace(text, search, replace)
+
+
+def _crlf(text: str) -> str:
+    """Every bare ``\n`` of ``text`` as ``\r\n``."""
+    return re.sub(r"(?<!\r)\n", "\r\n", text)
+
+
 @dataclass(frozen=True)
 class SearchReplace:
     """A structured edit ``{"path": ..., "search": ..., "replace": ...}`` as LM students emit it."""
@@ -320,11 +338,11 @@ class SearchReplace:
         return cls(str(data["path"]), str(data["search"]), str(data["replace"]))
 
     def apply(self, files: Mapping[str, str]) -> dict[str, str]:
-        """A copy of ``files`` with this edit applied.
+        """A copy of ``files`` with this edit applied (as the environment applies it, :func:`apply_edit`).
 
         Raises:
             EnvError: if the file is unknown or the search text is not unique in it.
         """
         if self.path not in files:
             raise EnvError(f"edit targets unknown file {self.path!r}")
-        return {**files, self.path: apply_search_replace(files[self.path], self.search, self.replace)}
+        return {**files, self.path: apply_edit(files[self.path], self.search, self.replace)}
