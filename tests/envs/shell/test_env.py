@@ -553,3 +553,19 @@ def test_a_search_in_the_lf_part_of_a_mixed_file_matches_as_quoted(tmp_path: Pat
         assert _files(env)["calc.py"] == mixed.replace("return a - b", "return a + b").encode()
     finally:
         env.close()
+
+
+def test_a_suite_with_more_output_than_the_cap_is_still_judged(tmp_path: Path, sandbox: Sandbox) -> None:
+    # pytest's verdict (the -rA summary and the final line) comes last; a suite whose tests print more
+    # than the sandbox keeps of stdout (64 KiB) must still be judged by it, not read as "no verdict".
+    chatty = "from calc import add\n\n" + "".join(
+        f"def test_chatty_{i}():\n    print('x' * 10000)\n    assert add({i}, 1) == {i} + 1\n\n" for i in range(10))
+    task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": chatty}, oracle=False)
+    env = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        assert "Tests: 0 passed, 10 failed" in env.reset(task, seed=0).text
+        result = env.step("patch\n" + unified_diff(CALC, FIXED, "calc.py"))
+        assert result.terminated and "Tests: 10 passed, 0 failed (all passed)." in result.observation.text
+        assert env.verify().outcome == "success"
+    finally:
+        env.close()

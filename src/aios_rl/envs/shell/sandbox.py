@@ -4,7 +4,7 @@ A command sees a read-only minimal system (``/usr``, a few ``/etc`` files, the f
 installation), the task copy as the only writable directory (at ``/aios-task/repo``, its cwd), fresh sized
 tmpfs for ``/tmp``, ``/dev/shm`` and ``HOME``, no network, a cleared environment, and limits on CPU
 seconds, address space, processes, file size and open files. A wall timeout kills the whole sandbox,
-and stdout/stderr are each kept up to a cap while the rest is drained and discarded.
+and stdout/stderr are each kept up to a cap (their beginning and end) while the rest is drained and discarded.
 
 There is no unsandboxed fallback: when bubblewrap is missing or cannot build the sandbox, constructing
 a :class:`Sandbox` raises :class:`SandboxError`. :func:`run_unsandboxed` exists only so the overhead
@@ -122,9 +122,10 @@ class SandboxResult(BaseModel):
         argv: the command as given (not the bubblewrap wrapper around it).
         returncode: exit status; 128+N when the command died of signal N (bubblewrap's convention); -9
             when the sandbox was killed at the wall timeout.
-        stdout: decoded stdout (UTF-8, bad bytes replaced), at most ``output_cap_bytes`` bytes of it.
+        stdout: decoded stdout (UTF-8, bad bytes replaced), at most ``output_cap_bytes`` bytes of it: when
+            there was more, its first and last halves (the end of a run, e.g. pytest's verdict, is kept).
         stderr: decoded stderr, likewise capped.
-        stdout_truncated: more stdout was produced than the cap; the rest was read and discarded.
+        stdout_truncated: more stdout was produced than the cap; the middle was read and discarded.
         stderr_truncated: likewise for stderr.
         timed_out: the wall timeout killed the sandbox.
         term_signal: the signal that ended the command, or None. Decoded from 128+N, so a command that
@@ -434,24 +435,35 @@ def _execute(
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
-    return _Raw(proc.returncode, bytes(out.data), bytes(err.data), out.truncated, err.truncated, timed_out,
+    return _Raw(proc.returncode, out.data, err.data, out.truncated, err.truncated, timed_out,
                 time.monotonic() - start)
 
 
 class _CappedBuffer:
-    """Keeps the first ``cap`` bytes fed to it and remembers whether more came."""
+    """Keeps at most ``cap`` bytes of what is fed to it: the first half and the last half (a command's
+    verdict, such as pytest's summary, comes last), and remembers whether bytes between were dropped."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self.data = bytearray()
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._tail_cap = cap - cap // 2
         self.truncated = False
 
     def feed(self, chunk: bytes) -> None:
-        room = self.cap - len(self.data)
-        if len(chunk) > room:
-            self.truncated = True
+        room = self.cap // 2 - len(self._head)
         if room > 0:
-            self.data += chunk[:room]
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        self._tail += chunk
+        excess = len(self._tail) - self._tail_cap
+        if excess > 0:
+            self.truncated = True
+            del self._tail[:excess]
+
+    @property
+    def data(self) -> bytes:
+        return bytes(self._head + self._tail)
 
 
 def _pump(
@@ -459,8 +471,8 @@ def _pump(
 ) -> tuple[_CappedBuffer, _CappedBuffer, bool]:
     """Feeds stdin and drains stdout/stderr until both close or the deadline passes.
 
-    Output past the cap is still read (and dropped) so the command never blocks on a full pipe and memory
-    stays at ``2 * cap`` whatever it prints. Returns the two buffers and whether the deadline passed.
+    Output past the cap is still read (its middle dropped) so the command never blocks on a full pipe and
+    memory stays near ``2 * cap`` whatever it prints. Returns the two buffers and whether the deadline passed.
     """
     assert proc.stdout is not None and proc.stderr is not None
     buffers = {proc.stdout.fileno(): _CappedBuffer(cap), proc.stderr.fileno(): _CappedBuffer(cap)}
