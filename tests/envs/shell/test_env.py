@@ -358,8 +358,9 @@ def test_a_reset_that_fails_ends_the_previous_episode_and_raises_env_error(
 def test_config_rejects_bad_values() -> None:
     with pytest.raises(ConfigError, match="max_steps"):
         ShellEnvConfig(max_steps=0)
-    with pytest.raises(ConfigError, match="max_candidates"):
-        ShellEnvConfig(max_candidates=1)
+    for few in (1, 2):  # run, revert and stop are always offered: fewer could not be honoured
+        with pytest.raises(ConfigError, match="max_candidates"):
+            ShellEnvConfig(max_candidates=few)
 
 
 def test_candidates_rank_suspicious_functions_first_and_respect_the_cap() -> None:
@@ -382,6 +383,10 @@ def test_candidates_rank_suspicious_functions_first_and_respect_the_cap() -> Non
     assert texts[2:5] == [c.text for c in pool[:3]]
     assert features[2]["already_tried"] == 1.0 and features[3]["already_tried"] == 0.0
     assert features[2]["already_read"] == 1.0 and features[2]["suspicion"] == 1.0
+    modified = replace(history, modified=True)
+    for cap in (3, 4):  # the smallest caps the config allows hold run, revert and stop
+        texts, _ = assemble(pool, files, run, TEST_COMMAND, modified, max_candidates=cap)
+        assert len(texts) <= cap and {"revert", "stop done"} <= set(texts)
     assert all(f["step_fraction"] == 0.25 and f["failing_tests"] == 2.0 for f in features)
 
 

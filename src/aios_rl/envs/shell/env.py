@@ -148,8 +148,10 @@ class ShellEnvConfig(ConfigModel):
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"shell env {name} must be > 0, got {getattr(self, name)!r}")
-        if self.max_candidates < 2:
-            raise ConfigError(f"shell env max_candidates must be >= 2 (run, stop), got {self.max_candidates}")
+        if self.max_candidates < 3:  # run, stop and, once the copy is modified, revert are always offered
+            raise ConfigError(
+                f"shell env max_candidates must be >= 3 (run, revert, stop), got {self.max_candidates}"
+            )
         for name in ("step_penalty", "small_repo_functions", "max_failing_ids_shown"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"shell env {name} must be >= 0, got {getattr(self, name)!r}")
