@@ -574,3 +574,21 @@ def test_a_suite_with_more_output_than_the_cap_is_still_judged(tmp_path: Path, s
         assert env.verify().outcome == "success"
     finally:
         env.close()
+
+
+def test_a_suite_whose_summary_alone_passes_the_sandbox_cap_is_judged_whole(tmp_path: Path, sandbox: Sandbox) -> None:
+    # -rA lists every test: 900 ids are about 60 KiB, more than the sandbox keeps of a command's output
+    # (64 KiB, its first and last halves), so a test run keeps more (test_output_cap_bytes).
+    many = TESTS + (
+        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(900))\n"
+        "def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert i >= 0\n"
+    )
+    task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": many})
+    env = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        env.reset(task, seed=0)
+        env.step("patch\n" + unified_diff(CALC, FIXED, "calc.py"))
+        verdict = env.verify()
+        assert verdict.outcome == "success" and verdict.evidence["new_failures"] == 0
+    finally:
+        env.close()

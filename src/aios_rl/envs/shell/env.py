@@ -114,6 +114,10 @@ class ShellEnvConfig(ConfigModel):
         "step; waiting while other environments of a batch step does not count).",
     )
     output_cap_chars: int = Field(default=2000, description="Characters of command output shown (last kept).")
+    test_output_cap_bytes: int = Field(
+        default=4 * 1024 * 1024, gt=0, description="Bytes of a test run's output kept for judging it (pytest's "
+        "summary lists every test, so a large suite's passes more than the sandbox's output cap).",
+    )
     read_cap_chars: int = Field(default=6000, description="Characters of a read file shown (beginning kept).")
     max_candidates: int = Field(default=256, description="Most candidate actions offered per observation.")
     max_copy_bytes: int = Field(
@@ -506,7 +510,8 @@ class ShellBugfixEnv:
         parsed run, the output as the student sees it, the run's wall time in seconds and the working copy
         as the run left it."""
         timeout = spec.timeout_s if budget_s is None else min(spec.timeout_s, max(budget_s, 1.0))
-        result, files = self._memo_run(reporting_argv(spec.test_command), timeout, fresh=fresh)
+        result, files = self._memo_run(reporting_argv(spec.test_command), timeout, fresh=fresh,
+                                       cap=self.config.test_output_cap_bytes)
         raw = result.stdout + result.stderr
         if is_pytest(spec.test_command):
             run = parse_pytest(raw, result.returncode, timed_out=result.timed_out)
@@ -517,30 +522,35 @@ class ShellBugfixEnv:
             output += f"\n[the test run timed out after {timeout:g}s]"
         return run, output, result.duration_s, files
 
-    def _memo_run(self, argv: list[str], timeout_s: float, *, fresh: bool = False) -> tuple[Any, FileTree]:
-        """A sandboxed run, recalled when the same command already ran on the same files in this process
-        (unless ``fresh``); stored only when it finished in time and left the files as they were. Returns
-        the run and the working copy after it (read back when it ran: a command may write files)."""
+    def _memo_run(
+        self, argv: list[str], timeout_s: float, *, fresh: bool = False, cap: int | None = None
+    ) -> tuple[Any, FileTree]:
+        """A sandboxed run (``cap``: its output cap, else the sandbox's), recalled when the same command
+        already ran on the same files in this process (unless ``fresh``); stored only when it finished in
+        time and left the files as they were. Returns the run and the working copy after it (read back when
+        it ran: a command may write files)."""
         before = read_tree(self._repo)
         # the settings of the sandbox that runs it (one given to __init__ may differ from config.sandbox)
-        key = tree_key("run", tuple(argv), self._box().config, self.config.max_copy_bytes, before)
+        key = tree_key("run", tuple(argv), self._box().config, self.config.max_copy_bytes, cap, before)
         memo = shared_memo(self.config.run_memo)
         known = None if fresh else memo.get(key, timeout_s)
         if known is not None:
             return known, before
-        result = self._sandbox_run(argv, timeout_s, before)
+        result = self._sandbox_run(argv, timeout_s, before, cap)
         after = read_tree(self._repo)
         if not result.timed_out and after == before:
             memo.put(key, result, result.duration_s)
         return result, after
 
-    def _sandbox_run(self, argv: list[str], timeout_s: float, before: FileTree | None = None) -> Any:
+    def _sandbox_run(
+        self, argv: list[str], timeout_s: float, before: FileTree | None = None, cap: int | None = None
+    ) -> Any:
         """Run ``argv`` in the sandbox on the working copy. A command that leaves the copy bigger than
         ``max_copy_bytes`` has its file changes undone (``before``: the copy as it was, read if not given),
         and its output says so: the copy is read into memory after every command."""
         before = read_tree(self._repo) if before is None else before
         start_size = tree_bytes(self._repo)
-        result = self._box().run(argv, self._repo, timeout_s=timeout_s)
+        result = self._box().run(argv, self._repo, timeout_s=timeout_s, output_cap_bytes=cap)
         size = tree_bytes(self._repo)
         if size > self.config.max_copy_bytes and size > start_size:  # this command grew it past the cap
             write_tree(self._repo, before)

@@ -205,7 +205,8 @@ class Sandbox:
         self._probe()
 
     def run(
-        self, argv: list[str], workdir: Path, timeout_s: float | None = None, stdin: str | None = None
+        self, argv: list[str], workdir: Path, timeout_s: float | None = None, stdin: str | None = None,
+        output_cap_bytes: int | None = None,
     ) -> SandboxResult:
         """Runs ``argv`` in the sandbox with the task copy ``workdir`` as its cwd.
 
@@ -218,6 +219,8 @@ class Sandbox:
             workdir: the host task copy; it is the only writable host path inside.
             timeout_s: wall-clock limit; defaults to ``config.timeout_s``.
             stdin: text fed to the command; None gives it /dev/null.
+            output_cap_bytes: bytes kept of stdout and of stderr for this command; defaults to
+                ``config.output_cap_bytes``.
 
         Returns:
             The exit status, capped outputs and which limit (if any) ended the command.
@@ -237,7 +240,8 @@ class Sandbox:
                 *self._prefix, "--bind", str(host_dir), self._mount, "--chdir", self._mount,
                 "--json-status-fd", str(status_w), "--", *self._limits, *self._drop_args(uid), *argv,
             ]
-            raw = _execute(command, None, {}, stdin, self.config.output_cap_bytes, timeout, status_w)
+            cap = self.config.output_cap_bytes if output_cap_bytes is None else max(0, output_cap_bytes)
+            raw = _execute(command, None, {}, stdin, cap, timeout, status_w)
             status = _read_available(status_r)
         finally:
             os.close(status_r)
