@@ -140,6 +140,18 @@ def test_ppo_loss_decreases_on_a_fixed_batch_and_learns() -> None:
     assert stats.value_loss >= 0
 
 
+@pytest.mark.parametrize("reward", [0.1, 0.25, 0.7])
+def test_ppo_normalised_advantages_of_equal_steps_do_not_share_one_sign(reward: float) -> None:
+    """Seven identical episodes have equal GAE advantages (to the last bit or two): normalised over the batch
+    they average 0, so at ratio 1 the policy loss, -mean(A), is 0. Float32 rounding of their mean must not
+    become advantages of about +-0.7 of one sign that push the action up or down."""
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig(algo="ppo", minibatch_size=64, update_epochs=1, entropy_coef=0.0))
+    episodes = [episode(0, ["patch fix-0-1"], reward) for _ in range(7)]
+    stats = ppo_update(trainer, episodes, generator=torch.Generator().manual_seed(0))
+    assert stats.policy_loss == pytest.approx(0.0, abs=1e-6)
+
+
 def test_distillation_warm_start_reaches_the_teacher_action() -> None:
     policy = CompactStudent(SMALL)
     trainer = Trainer(policy, TrainerConfig(lr=3e-3, minibatch_size=8))

@@ -56,8 +56,11 @@ def ppo_update(
         if cfg.kl_coef > 0 and reference is not None:
             ref, _ = ratio_terms(evaluate_steps(reference, batch))  # (N, T)
     adv, returns = _gae_per_step(batch, old_values, cfg.gamma, cfg.lam)
-    if len(adv) > 1:  # per-batch advantage normalisation, as in most PPO implementations
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    # Per-batch advantage normalisation, as in most PPO implementations: GRPO's over one group holding the
+    # whole batch, (A - mean) / (std + eps), whose centring makes equal advantages exactly 0 (a plain
+    # A - A.mean() leaves float32 rounding that the division by its tiny std blows up to about +-1).
+    # A batch of one step keeps its advantage.
+    adv = advantages.grpo_advantages(adv, torch.zeros_like(batch.episode_index), eps=1e-8)
 
     stats = UpdateStats()
     for idx, distill_part in trainer.paired_minibatches(len(batch), distill, generator):
