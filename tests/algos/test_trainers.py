@@ -13,7 +13,8 @@ from aios_rl.algos.grpo import anchor_ids, grpo_update, offline_update, tree_ids
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.trainer import Trainer, TrainerConfig
 from aios_rl.contracts.episode import BranchRef, Episode, Observation, Step
-from aios_rl.contracts.errors import TrainingError
+from aios_rl.contracts.config import load_config
+from aios_rl.contracts.errors import ConfigError, TrainingError
 from aios_rl.policy.compact import CompactStudent, CompactStudentConfig
 
 # The toy candidates differ only in their text, so these students score text (the default scores features).
@@ -307,3 +308,15 @@ def test_weights_of_another_student_layout_are_a_clear_policy_error() -> None:
         load_policy_weights(feature_student, tensors)
     with pytest.raises(PolicyError, match="start a new run directory"):
         Trainer(feature_student, TrainerConfig()).load_state_tensors(tensors, meta)
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [({"agg": "token_mean"}, "token-mean"), ({"value_clip": 0.0}, "value_clip"), ({"value_clip": -0.2}, "value_clip")],
+)
+def test_a_bad_loss_setting_is_a_config_error_when_the_config_loads(override: dict, named: str) -> None:
+    """Refused when the configuration is read, before a run stores it: found only when the trainer is built
+    (agg) or at the first PPO update (value_clip), it left a run directory whose stored configuration
+    can neither resume nor be corrected."""
+    with pytest.raises(ConfigError, match=named):
+        load_config(TrainerConfig, overrides=override)

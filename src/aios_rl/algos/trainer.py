@@ -7,18 +7,19 @@ ever holds the policy.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from aios_rl.algos import losses
 from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, fit_width, ratio_terms
 from aios_rl.contracts.config import ConfigModel
-from aios_rl.contracts.errors import PolicyError, TrainingError
+from aios_rl.contracts.errors import ConfigError, PolicyError, TrainingError
 from aios_rl.policy.base import Evaluation, Policy
 from aios_rl.policy.factory import policy_spec
 from aios_rl.storage.checkpoints import capture_rng, flatten_state, restore_rng, unflatten_state
@@ -44,7 +45,7 @@ class TrainerConfig(ConfigModel):
     )
     entropy_coef: float = Field(default=0.01, ge=0, description="Entropy bonus weight.")
     value_coef: float = Field(default=0.5, ge=0, description="PPO value-loss weight.")
-    value_clip: float | None = Field(default=None, description="PPO value clipping range (None: unclipped).")
+    value_clip: float | None = Field(default=None, gt=0, description="PPO value clipping range (None: unclipped).")
     gamma: float = Field(default=1.0, gt=0, le=1, description="Discount for GAE.")
     lam: float = Field(default=0.95, ge=0, le=1, description="GAE lambda.")
     step_advantage_coef: float = Field(
@@ -65,6 +66,17 @@ class TrainerConfig(ConfigModel):
         description="Offline replay: importance ratios pi/behaviour truncated at c (no floor).",
     )
     max_staleness: int = Field(default=4, ge=0, description="Offline replay: drop episodes this many updates old.")
+
+    @field_validator("agg")
+    @classmethod
+    def _known_agg(cls, mode: str) -> str:
+        """Refused when the configuration is read, before a run stores it (a run stored with an unknown mode
+        could neither build its trainer nor be resumed with the mode corrected)."""
+        if mode not in losses.AGG_MODES:
+            close = difflib.get_close_matches(mode, losses.AGG_MODES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"trainer.agg {mode!r} is not one of {', '.join(losses.AGG_MODES)}{hint}")
+        return mode
 
 
 @dataclass
