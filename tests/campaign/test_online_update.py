@@ -1,4 +1,5 @@
-"""The data of one online update: the sealed batch plus quota-sized lane samples drawn from the rest."""
+"""The data of one online update: the sealed batch plus quota-sized lane samples drawn from the rest, and the
+staleness of replayed episodes (updates between the checkpoint that collected one and ``active``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from aios_rl.campaign.online_update import update_data
+from aios_rl.campaign.online_update import replay_staleness, update_data
 from aios_rl.contracts.episode import Episode, Observation, Step
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.ledger import LedgerConfig
@@ -43,3 +44,25 @@ def test_lane_samples_fill_their_quota_from_episodes_outside_the_sealed_batch(
     # ten other neutral episodes are there: the quota of four is met, and none of them repeats the batch
     assert len(data.neutral) == 4 and not sealed & {e.episode_id for e in data.neutral}
     plane.close()
+
+
+def test_an_episode_of_a_rolled_back_checkpoint_is_as_old_as_the_updates_on_both_sides_of_the_fork(
+    tmp_path: Path,
+) -> None:
+    """c0 -> c1 -> c2; c2 is rolled back to c1 and c3 trained from c1. Episodes collected by c2 are two updates
+    from c3 (c2 -> c1 -> c3), not depth(c3) - depth(c2) = 0, which passed them as fresh under any bound."""
+    plane = ControlPlane(tmp_path / "run", ControlConfig())
+    try:
+        plane.save_checkpoint("c0", {"w": torch.zeros(1)}, {})
+        plane.initialize("c0")
+        for number in (1, 2):
+            plane.save_checkpoint(f"c{number}", {"w": torch.zeros(1) + number}, {}, parent=f"c{number - 1}")
+            plane.complete_update(f"c{number}", in_epoch=False)
+        plane.rollback("validation worse")
+        assert plane.state.lineage.active == "c1"
+        plane.save_checkpoint("c3", {"w": torch.zeros(1) + 3}, {}, parent="c1")
+        plane.complete_update("c3", in_epoch=False)
+        assert replay_staleness(plane, ["c3", "c1", "c0", "c2"]) == [0, 1, 2, 2]
+        assert replay_staleness(plane, ["not-a-checkpoint"])[0] > 1 << 19  # unknown: older than any bound
+    finally:
+        plane.close()

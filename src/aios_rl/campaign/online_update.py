@@ -136,8 +136,7 @@ def train_update(
             trainer, train, distill, steps=config.drill_steps, lr_scale=config.drill_lr_scale
         )
     else:
-        depth = lineage_depths(plane)
-        staleness = [depth[active] - depth.get(e.policy_version, -(1 << 20)) for e in train]
+        staleness = replay_staleness(plane, [e.policy_version for e in train])
         negative = negative_states(data.negative) if data.negative else None
         generator = torch.Generator().manual_seed(config.seed * 7919 + epoch.epoch)
         stats = offline_update(
@@ -167,8 +166,32 @@ def train_update(
     return checkpoint_id, stats
 
 
+def replay_staleness(plane: ControlPlane, versions: Sequence[str]) -> list[int]:
+    """Updates between the checkpoint that collected each episode (its ``policy_version``) and ``active``, along
+    the lineage tree: up from that checkpoint to the nearest one ``active`` descends from, then down to
+    ``active``. After a rollback an episode of the rolled-back branch is as old as the updates on both sides of
+    the fork (its depth minus ``active``'s could be 0 or negative and passed it as fresh). A version that is
+    no registered checkpoint is older than any bound."""
+    records = plane.state.lineage.checkpoints
+    depth = lineage_depths(plane)
+    active = plane.state.lineage.active
+    above: set[str] = set()  # active and its ancestors
+    node = active
+    while node is not None:
+        above.add(node)
+        node = records[node].parent
+    ages = []
+    for version in versions:
+        fork = version if version in records else None
+        while fork is not None and fork not in above:
+            fork = records[fork].parent
+        ages.append(1 << 20 if fork is None or active is None
+                    else depth[version] - depth[fork] + depth[active] - depth[fork])
+    return ages
+
+
 def lineage_depths(plane: ControlPlane) -> dict[str, int]:
-    """Updates between each checkpoint and the lineage root (the replay staleness measure)."""
+    """Updates between each checkpoint and the lineage root."""
     records = plane.state.lineage.checkpoints
     depth: dict[str, int] = {}
     for cid in records:  # registration order: a parent is always registered before its children
