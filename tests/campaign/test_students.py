@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from aios_rl.campaign.students import StudentConfig, make_student
+from aios_rl.campaign.students import StudentConfig, make_student, restore_student
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.policy.compact import CompactStudent
+from aios_rl.policy.factory import policy_spec
 
 
 @pytest.mark.parametrize(
@@ -22,3 +25,20 @@ def test_compact_overrides_reach_the_student() -> None:
     student = make_student(StudentConfig(compact={"buckets": 1024, "text_scorer": True}), seed=3)
     assert isinstance(student, CompactStudent)
     assert (student.config.buckets, student.config.text_scorer, student.config.seed) == (1024, True, 3)
+
+
+def test_a_relative_model_directory_is_stored_absolute(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run records its student's model directory (configuration and checkpoints) so that `shell eval`,
+    a resume or ``init_from`` finds it from any working directory, as it records its task directories."""
+    monkeypatch.chdir(model_dir.parent)
+    config = StudentConfig(kind="causal-lm", model_path=model_dir.name)
+    assert config.model_path == str(model_dir.resolve())
+    student = make_student(config, seed=0)
+    spec, tensors = policy_spec(student), student.state_dict()
+    monkeypatch.chdir(tmp_path)
+    restored = restore_student(spec, {f"policy/{k}": v for k, v in tensors.items()})
+    assert Path(restored.config_dict()["model_path"]) == model_dir.resolve()
+    # a model id of the Hugging Face cache is no local directory and stays as given
+    assert StudentConfig(kind="causal-lm", model_path="org/some-model").model_path == "org/some-model"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from aios_rl.algos.trainer import load_policy_weights
 from aios_rl.contracts.config import ConfigModel
@@ -30,6 +31,15 @@ class StudentConfig(ConfigModel):
         default_factory=dict,
         description="causal-lm: overrides of CausalLMStudentConfig (e.g. max_prompt_tokens, max_new_tokens).",
     )
+
+    @field_validator("model_path")
+    @classmethod
+    def _absolute_model_dir(cls, path: str | None) -> str | None:
+        """A local model directory made absolute (so stored with the run and its checkpoints): `shell eval`,
+        a resume or ``init_from`` finds it from any working directory. A Hugging Face cache id stays."""
+        if path is None or not Path(path).expanduser().is_dir():
+            return path
+        return str(Path(path).expanduser().resolve())
 
     @model_validator(mode="after")
     def _no_second_source(self) -> StudentConfig:
