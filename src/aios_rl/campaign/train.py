@@ -546,8 +546,10 @@ class ShellTraining:
             standing = self._demonstrations(progress)
             replayed = len(standing)
         archived = 0
+        committed: dict[str, Any] = {}  # meta values that commit with the checkpoint, beside the rollout state
         if cfg.rl and cfg.trainer.self_imitation_coef > 0:
-            imitate, archived = self._self_imitation(seen, epoch)
+            imitate, archive = self._self_imitation(seen, epoch)
+            committed[SELF_IMITATION_KEY], archived = archive, len(archive)
             standing = imitate if standing is None else standing + imitate
         if standing is not None:
             distill = standing if distill is None else distill + standing
@@ -588,7 +590,7 @@ class ShellTraining:
         } | stats.metrics() | batch.ledger.metrics() | self.collector.metrics()  # the epoch's, the run's
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
         checkpoint = self._checkpoint(record["phase"], [e.episode_id for e in episodes],
-                                      with_meta=self.collector.state_meta(epoch))
+                                      with_meta=self.collector.state_meta(epoch) | committed)
         assert checkpoint == record["checkpoint"]
         self.collector.committed(epoch)
         return record
@@ -630,17 +632,17 @@ class ShellTraining:
         self.plane.store.set_meta(EPOCH_TASKS_KEY, record)
         return chosen
 
-    def _self_imitation(self, episodes: list[Episode], epoch: int) -> tuple[DistillBatch, int]:
-        """The archive of each task's best verified success, updated with this epoch's episodes and stored,
-        as distillation targets (at most ``self_imitation_tasks`` of its tasks, drawn per epoch); and how many
-        tasks it holds.
+    def _self_imitation(self, episodes: list[Episode], epoch: int) -> tuple[DistillBatch, dict[str, Any]]:
+        """The archive of each task's best verified success, updated with this epoch's episodes, as
+        distillation targets (at most ``self_imitation_tasks`` of its tasks, drawn per epoch); and the
+        archive, to store with the epoch's checkpoint.
 
-        The archive lives in the run store beside the episodes it names, so a resumed run keeps it; an epoch
-        killed before its checkpoint may leave its successes archived, which is harmless (they were verified).
+        The archive lives in the run store beside the episodes it names, so a resumed run keeps it. It commits
+        in the checkpoint's transaction: an epoch killed before its checkpoint leaves it as it was, so the
+        epoch run again sees (``tasks/solved_before``, the frontier) what a run never killed would.
         """
         archive = update_archive(self.plane.store.get_meta(SELF_IMITATION_KEY, {}), episodes)
-        self.plane.store.set_meta(SELF_IMITATION_KEY, archive)
-        return self._archived_targets(epoch, archive), len(archive)
+        return self._archived_targets(epoch, archive), archive
 
     def _archived_targets(self, epoch: int, archive: dict[str, Any]) -> DistillBatch:
         """Epoch ``epoch``'s draw of distillation targets from the self-imitation ``archive``."""
