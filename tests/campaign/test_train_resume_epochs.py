@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aios_rl.campaign.train import TRAIN_CONFIG_KEY, ShellTrainConfig, ShellTraining, open_training
-from aios_rl.contracts.errors import StorageError
+from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.control.plane import ControlPlane
 from aios_rl.storage.checkpoints import TENSORS_FILE
 
@@ -78,4 +78,13 @@ def test_a_resume_whose_set_up_fails_leaves_the_stored_count(tmp_path: Path) -> 
         ShellTraining(run, tasks, config.model_copy(update={"epochs": 5}))
     # The error (kept, as a notebook keeps the last one) holds no open store: its WAL is checkpointed away.
     assert info.value and not (run / "control.db-wal").exists()
+    assert stored(run)["epochs"] == 2
+
+
+def test_continuing_with_an_invalid_epoch_count_is_a_config_error(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    ShellTraining(run, tasks, ShellTrainConfig(epochs=2, warm_start_epochs=0, teacher="none")).close()
+    with pytest.raises(ConfigError, match="epochs"):  # `shell train --run RUN --epochs 0`
+        open_training(run, epochs=0)
     assert stored(run)["epochs"] == 2

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 
 from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
@@ -42,6 +43,7 @@ from aios_rl.campaign.validation import SPLIT_KEY, ValidationGate, stored_split,
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task
 from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.contracts.protocols import Env, Teacher
+from aios_rl.contracts.validate import problems_from
 from aios_rl.control.plane import ControlPlane
 from aios_rl.control.replay import route_episode
 from aios_rl.envs.shell.env import ShellBugfixEnv
@@ -191,7 +193,8 @@ def open_training(run_dir: Path, *, epochs: int | None = None) -> ShellTraining:
 
     Raises:
         StorageError: not a run directory.
-        ConfigError: the run records no training configuration or task directory, or that directory is gone.
+        ConfigError: the run records no training configuration or task directory, that directory is gone, or
+            ``epochs`` is below 1.
     """
     if not (run_dir / "control.db").is_file():
         raise StorageError(f"{run_dir} is not a run directory (no control.db); train first with "
@@ -203,7 +206,11 @@ def open_training(run_dir: Path, *, epochs: int | None = None) -> ShellTraining:
         raise ConfigError(f"{run_dir} trained on {tasks_dir}, which no longer exists")
     if epochs is not None:
         stored = stored | {"epochs": epochs}
-    return ShellTraining(run_dir, Path(tasks_dir), ShellTrainConfig.model_validate(stored))
+    try:
+        config = ShellTrainConfig.model_validate(stored)
+    except ValidationError as exc:  # e.g. --epochs 0
+        raise ConfigError(f"cannot continue {run_dir}:\n" + "\n".join(problems_from(exc))) from None
+    return ShellTraining(run_dir, Path(tasks_dir), config)
 
 
 class ShellTraining:
