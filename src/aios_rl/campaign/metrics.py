@@ -9,13 +9,17 @@ from pathlib import Path
 from typing import Any
 
 
+def json_values(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its non-finite floats (NaN: nothing measured) as None, so it dumps as valid JSON."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+
+
 def append_metrics(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line; non-finite floats become null so every line stays valid JSON.
 
     A torn last line (a kill mid-write) is ended first, so the new record starts a line of its own instead
     of being glued onto the fragment and lost with it."""
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
-    line = json.dumps(clean, sort_keys=True) + "\n"
+    line = json.dumps(json_values(record), sort_keys=True) + "\n"
     with path.open("a") as fh:
         fh.write(("\n" if _torn(path) else "") + line)
         fh.flush()

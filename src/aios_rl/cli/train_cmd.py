@@ -62,6 +62,7 @@ def train(
     --val-fraction or --val-tasks, an update that scores worse on validation than its parent is rolled back
     (RUN/rollbacks/epoch-N.json says which tasks changed) and the next epoch trains from the parent again.
     """
+    from aios_rl.campaign.metrics import json_values
     from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, open_training
     from aios_rl.contracts.config import load_config
 
@@ -134,8 +135,8 @@ def train(
             "run": str(run),
             "epochs": training.config.epochs,
             "active": training.plane.state.lineage.active,
-            "epochs_run": [r.metrics for r in reports],
-            "redistill": redistilled.metrics if redistilled else None,
+            "epochs_run": [json_values(r.metrics) for r in reports],  # as metrics.jsonl holds them
+            "redistill": json_values(redistilled.metrics) if redistilled else None,
         }
     finally:
         training.close()
@@ -174,6 +175,7 @@ def redistill(
     them and its checkpoint becomes active (through the run's validation gate, when it has one). Evaluate it
     with `aios-rl shell eval --run RUN`; `--checkpoint` names the one before.
     """
+    from aios_rl.campaign.metrics import json_values
     from aios_rl.campaign.train import open_training
     from aios_rl.contracts.errors import ConfigError
 
@@ -194,7 +196,7 @@ def redistill(
     finally:
         training.close()
     if as_json:
-        typer.echo(json.dumps(report.metrics, indent=2))
+        typer.echo(json.dumps(json_values(report.metrics), indent=2))
     else:
         typer.echo(_redistilled_line(report.metrics) + f"  (aios-rl shell eval --run {run})")
 
