@@ -19,6 +19,7 @@ from aios_rl.policy.lm_prompt import (
     TRUNCATION_MARK,
     build_prompt_ids,
     candidate_response,
+    is_json_action,
     parse_action_json,
     render_prompt,
     system_message,
@@ -366,3 +367,14 @@ def test_score_mode_draws_distinct_candidates_for_a_group(model_dir: Path) -> No
              for _ in range(4)]
     picks = [x.index for x in picks]
     assert sorted(picks) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("answer", [
+    '{"action": "stop"}', '```json\n{"action": "stop"}\n```', '  {"action": "stop"}\n',
+    '{"action": "stop"} and then I', 'Sure: {"action": "stop"}', '{"action": "stop"}{"action": "stop"}',
+    '{"action": ', '["stop"]', '{"act": "stop"}',
+])
+def test_answers_count_as_invalid_exactly_when_the_shell_env_rejects_them(answer: str) -> None:
+    from aios_rl.envs.shell.actions import Invalid, parse_action
+
+    assert is_json_action(answer) == (not isinstance(parse_action(answer), Invalid))

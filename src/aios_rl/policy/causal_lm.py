@@ -8,9 +8,11 @@ Two ways to act, chosen by ``CausalLMStudentConfig.mode``:
   candidates, sampled with the regime's temperature and top-p. ``ActionSample.action`` is the candidate.
 - ``"generate"``: the model writes its answer token by token (temperature/top-p) until EOS or
   ``max_new_tokens``. ``ActionSample.action`` is the raw generated text, whether or not it parses: the
-  environment extracts the JSON action with :func:`~aios_rl.policy.lm_prompt.parse_action_json` and
-  reports an invalid action (where ``reward.invalid_action_penalty`` applies) when it is None. Keeping the raw
-  text is what lets :meth:`CausalLMStudent.evaluate` re-score exactly what was sampled.
+  environment parses it and reports an invalid action (where ``reward.invalid_action_penalty`` applies)
+  when it cannot; the shell environment wants one JSON object and nothing else (a code fence aside), as the
+  system message asks, and the student counts answers by that rule
+  (:func:`~aios_rl.policy.lm_prompt.is_json_action`). Keeping the raw text is what lets
+  :meth:`CausalLMStudent.evaluate` re-score exactly what was sampled.
 
 Token records (``token_ids`` / ``token_logprobs`` / ``loss_mask``) hold the answer tokens only, EOS
 included; the prompt is rebuilt from the observation. ``loss_mask`` is therefore all ones here.
@@ -41,7 +43,7 @@ from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Observation
 from aios_rl.contracts.errors import PolicyError
 from aios_rl.policy.base import ActionSample, Evaluation
-from aios_rl.policy.lm_prompt import build_prompt_ids, candidate_response, parse_action_json
+from aios_rl.policy.lm_prompt import build_prompt_ids, candidate_response, is_json_action
 from aios_rl.policy.sampling import draw_indices
 
 __all__ = ["CausalLMStudentConfig", "CausalLMStudent", "sampling_logprobs"]
@@ -176,8 +178,8 @@ class CausalLMStudent:
         tokenizer: its tokenizer.
         value_head: ``Linear(hidden_size, 1)`` on the prompt's final hidden state, float32.
         hidden_size: width of the model's hidden state (length of ``ActionSample.hidden``).
-        last_act_metrics: ``policy/*`` fractions from the latest ``act`` call (invalid JSON actions,
-            answers cut at ``max_new_tokens``, truncated prompts) for the rollout engine's metrics.
+        last_act_metrics: ``policy/*`` fractions from the latest ``act`` call (answers that are not one
+            JSON action, answers cut at ``max_new_tokens``, truncated prompts), also logged as a warning.
 
     Example:
         >>> student = CausalLMStudent(CausalLMStudentConfig(model_path="/models/tiny"))  # doctest: +SKIP
@@ -399,11 +401,11 @@ class CausalLMStudent:
         prompts, truncated = self._prompts(observations, environments, with_candidates=False)
         # One observation at a time: no left padding, so every prompt is exactly what evaluate sees.
         samples = [self._generate_one(prompt, regime, generator) for prompt in prompts]
-        invalid = sum(parse_action_json(s.action) is None for s in samples)
+        invalid = sum(not is_json_action(s.action) for s in samples)
         cut = sum(s.token_ids is not None and s.token_ids[-1] not in self.stop_ids for s in samples)
         if invalid or cut:
             logger.warning(
-                "causal LM student: %d of %d answers have no parsable JSON action, %d hit max_new_tokens=%d",
+                "causal LM student: %d of %d answers are not one JSON action, %d hit max_new_tokens=%d",
                 invalid, len(samples), cut, self.config.max_new_tokens,
             )
         n = len(observations)

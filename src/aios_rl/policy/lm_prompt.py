@@ -25,6 +25,7 @@ __all__ = [
     "user_message",
     "candidate_response",
     "parse_action_json",
+    "is_json_action",
     "render_prompt",
     "build_prompt_ids",
 ]
@@ -72,6 +73,26 @@ def candidate_response(candidate: str) -> str:
     if isinstance(loaded, dict) and "action" in loaded:
         return candidate
     return json.dumps({"action": candidate}, ensure_ascii=False)
+
+
+def is_json_action(text: str) -> bool:
+    """Whether ``text`` is what the system message asks for: one JSON object with a string ``"action"`` and
+    nothing else, optionally inside one code fence (the shell environment accepts no more; prose or a second
+    object around it is an invalid action there).
+
+    Example:
+        >>> is_json_action('```json\\n{"action": "stop"}\\n```'), is_json_action('{"action": "stop"} ok')
+        (True, False)
+    """
+    body = text.strip()
+    if body.startswith("```") and body.endswith("```") and len(body) >= 6:
+        body = body[3:-3]
+        body = body.split("\n", 1)[1] if "\n" in body else body  # the fence's info string, e.g. json
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("action"), str)
 
 
 def parse_action_json(text: str) -> dict[str, Any] | None:
