@@ -373,6 +373,7 @@ def test_score_mode_draws_distinct_candidates_for_a_group(model_dir: Path) -> No
     '{"action": "stop"}', '```json\n{"action": "stop"}\n```', '  {"action": "stop"}\n',
     '{"action": "stop"} and then I', 'Sure: {"action": "stop"}', '{"action": "stop"}{"action": "stop"}',
     '{"action": ', '["stop"]', '{"act": "stop"}',
+    '```{"action": "stop"}```', '```\n{"action": "stop"}```',  # a fence on one line is not stripped there
 ])
 def test_answers_count_as_invalid_exactly_when_the_shell_env_rejects_them(answer: str) -> None:
     from aios_rl.envs.shell.actions import Invalid, parse_action

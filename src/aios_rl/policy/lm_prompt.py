@@ -85,9 +85,8 @@ def is_json_action(text: str) -> bool:
         (True, False)
     """
     body = text.strip()
-    if body.startswith("```") and body.endswith("```") and len(body) >= 6:
-        body = body[3:-3]
-        body = body.split("\n", 1)[1] if "\n" in body else body  # the fence's info string, e.g. json
+    if body.startswith("```") and body.endswith("```") and "\n" in body:  # a fence on one line stays text
+        body = body[body.index("\n") + 1 : -3]  # after the fence's info string, e.g. json
     try:
         obj = json.loads(body)
     except (ValueError, RecursionError):
