@@ -142,3 +142,16 @@ def test_runs_under_another_sandbox_are_not_recalled(tmp_path: Path, sandbox: Co
     finally:
         plain.close()
         other.close()
+
+
+def test_a_run_with_more_output_than_the_memo_keeps_is_run_again(tmp_path: Path, sandbox: CountingSandbox) -> None:
+    chatty = "def test_chatty():\n    print('x' * 300_000)\n    assert False\n"  # shown by pytest: it fails
+    task = make_task(tmp_path, files={"calc.py": _unique(CALC), "tests/test_chatty.py": chatty}, oracle=False)
+    env = ShellBugfixEnv(ShellEnvConfig(line_spectrum=False), sandbox=sandbox)
+    try:
+        sandbox.runs = 0
+        env.reset(task, seed=0)
+        env.reset(task, seed=0)
+        assert sandbox.runs == 2  # 300 KB of output: remembering it would break the memo's memory bound
+    finally:
+        env.close()

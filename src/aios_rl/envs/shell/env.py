@@ -82,7 +82,7 @@ from aios_rl.envs.shell.pytest_output import (
     reporting_argv,
     summary_text,
 )
-from aios_rl.envs.shell.run_memo import shared_memo, tree_key
+from aios_rl.envs.shell.run_memo import MAX_OUTPUT_BYTES, shared_memo, tree_key
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.spectrum import SPECTRUM_FILE, LineSpectrum, parse_spectrum, spectrum_argv
 from aios_rl.envs.shell.task import IGNORED_IN_COPIES, REPO
@@ -538,7 +538,8 @@ class ShellBugfixEnv:
             return known, before
         result = self._sandbox_run(argv, timeout_s, before, cap)
         after = read_tree(self._repo)
-        if not result.timed_out and after == before:
+        small = len(result.stdout) + len(result.stderr) <= MAX_OUTPUT_BYTES  # characters: about the bytes
+        if not result.timed_out and after == before and small:
             memo.put(key, result, result.duration_s)
         return result, after
 

@@ -6,15 +6,16 @@ made. :class:`RunMemo` keeps the real result of each run, keyed by the command, 
 a digest of every file the command could read, and hands it back instead of running again.
 
 Only runs that can be repeated exactly are kept: a run that timed out (its result depends on machine
-load) or that changed the working copy (its effect on the files would be skipped) is never stored. A
+load) or that changed the working copy (its effect on the files would be skipped) is never stored, nor one
+with more than :data:`MAX_OUTPUT_BYTES` of output (test runs keep up to 4 MiB of it; remembering those
+would break the memory bound below). A
 stored run is reused only under a timeout at least ``1 / TIMEOUT_MARGIN`` times its recorded duration, so
 a run that was close to its limit is run again rather than reported as finished. Results are the exact
 :class:`~aios_rl.envs.shell.sandbox.SandboxResult` of the first run, duration included.
 
 The memo is an LRU of bounded size shared by every environment of the process (rollout workers are
-threads), guarded by a lock. Its memory is at most ``capacity`` times the sandbox's output cap (stdout and
-stderr: 2 x 64 KiB by default, so 256 MiB for 2048 runs); pytest output of the generated tasks is a few KiB,
-so in practice it holds tens of MiB.
+threads), guarded by a lock. Its memory is at most ``capacity`` times :data:`MAX_OUTPUT_BYTES` (256 MiB
+for 2048 runs); pytest output of the generated tasks is a few KiB, so in practice it holds tens of MiB.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Hashable
 from typing import Any
 
 TIMEOUT_MARGIN = 0.5  # reuse a run only when it took at most half of the timeout asked for now
+MAX_OUTPUT_BYTES = 128 * 1024  # a run with more stdout + stderr is run again rather than remembered
 
 
 def tree_key(*parts: Any) -> str:
