@@ -375,7 +375,9 @@ def test_score_mode_draws_distinct_candidates_for_a_group(model_dir: Path) -> No
     '{"action": ', '["stop"]', '{"act": "stop"}',
     '```{"action": "stop"}```', '```\n{"action": "stop"}```',  # a fence on one line is not stripped there
 ])
-def test_answers_count_as_invalid_exactly_when_the_shell_env_rejects_them(answer: str) -> None:
+def test_an_answer_counts_as_one_json_action_exactly_when_the_shell_env_reads_it_so(answer: str) -> None:
+    # Every case names a known action, so the env's verdict turns on the format alone: the rule the policy
+    # counts by (whether the action itself is allowed only the environment can say).
     from aios_rl.envs.shell.actions import Invalid, parse_action
 
     assert is_json_action(answer) == (not isinstance(parse_action(answer), Invalid))

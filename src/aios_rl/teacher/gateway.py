@@ -51,7 +51,7 @@ from aios_rl.storage.teacher_cache import TeacherCache, cache_key
 from aios_rl.teacher.backend import BackendFailure, BackendReply, PromptBackend
 from aios_rl.teacher.cli_backends import CLI_TOOLS, CliBackend, CliBackendConfig
 from aios_rl.teacher.http_backend import OpenAIBackend, OpenAIBackendConfig
-from aios_rl.teacher.parse import ReplyProblem, TeacherAnswer, parse_reply
+from aios_rl.teacher.parse import ReplyProblem, TeacherAnswer, parse_reply, utf8_text
 from aios_rl.teacher.prompts import build_prompt
 
 __all__ = ["BACKENDS", "TeacherConfig", "TeacherGateway", "make_backend", "resolve_backend"]
@@ -192,7 +192,7 @@ def _as_text(value: Any) -> str | None:
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", errors="replace")
     if isinstance(value, str):
-        return value.encode("utf-8", errors="replace").decode("utf-8")
+        return utf8_text(value)
     return None
 
 
@@ -460,4 +460,4 @@ def _errors(attempts: list[_Attempt]) -> str:
     """Each unanswered attempt's reason, as text the episode store can encode (a reason may quote a JSON
     error body whose ``\\ud800``-style escape decoded to a lone surrogate)."""
     text = "; ".join(f"{a.backend}: {a.invalid or a.failure}" for a in attempts if a.answer is None)
-    return _as_text(text[:_MAX_ERROR_CHARS]) or ""
+    return utf8_text(text[:_MAX_ERROR_CHARS])

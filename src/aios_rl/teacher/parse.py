@@ -51,6 +51,7 @@ __all__ = [
     "TeacherAnswer",
     "extract_object",
     "parse_reply",
+    "utf8_text",
     "validate_answer",
 ]
 
@@ -167,8 +168,8 @@ def validate_answer(obj: Any) -> TeacherAnswer | ReplyProblem:
     if problems:
         return ReplyProblem("wrong_schema", "; ".join(problems))
     return TeacherAnswer(
-        critique=_utf8(critique[:MAX_CRITIQUE_CHARS]),
-        reference_actions=[_utf8(a[:MAX_ACTION_CHARS]) for a in actions[:MAX_REFERENCE_ACTIONS]],
+        critique=utf8_text(critique[:MAX_CRITIQUE_CHARS]),
+        reference_actions=[utf8_text(a[:MAX_ACTION_CHARS]) for a in actions[:MAX_REFERENCE_ACTIONS]],
         shaping=float(shaping),
         confidence=float(confidence),
         boundary=bool(boundary),
@@ -194,7 +195,7 @@ def _number(obj: dict[str, Any], key: str, low: float, high: float, problems: li
     return number
 
 
-def _utf8(text: str) -> str:
+def utf8_text(text: str) -> str:
     """``text`` with every lone surrogate (from a JSON ``\\ud800``-style escape) replaced by ``?``."""
     return text.encode("utf-8", errors="replace").decode("utf-8")
 
@@ -204,5 +205,5 @@ def _show(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         text = f"<{type(value).__name__}>"
-    text = _utf8(text)  # the reason is stored on the TeacherSignal
+    text = utf8_text(text)  # the reason is stored on the TeacherSignal
     return text if len(text) <= 60 else text[:57] + "..."
