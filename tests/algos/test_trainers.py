@@ -312,7 +312,11 @@ def test_weights_of_another_student_layout_are_a_clear_policy_error() -> None:
 
 @pytest.mark.parametrize(
     ("override", "named"),
-    [({"agg": "token_mean"}, "token-mean"), ({"value_clip": 0.0}, "value_clip"), ({"value_clip": -0.2}, "value_clip")],
+    [
+        ({"agg": "token_mean"}, "token-mean"),
+        ({"value_clip": 0.0}, "value_clip"),
+        ({"value_clip": -0.2}, "value_clip"),
+    ],
 )
 def test_a_bad_loss_setting_is_a_config_error_when_the_config_loads(override: dict, named: str) -> None:
     """Refused when the configuration is read, before a run stores it: found only when the trainer is built

@@ -79,7 +79,8 @@ def test_an_update_killed_before_its_metrics_line_writes_it_once_on_resume(
     from aios_rl.control.plane import ControlPlane
 
     make_task(tmp_path)
-    config = CampaignConfig(teacher="none", max_tasks=2, control=ControlConfig(ledger=LedgerConfig(batch_size=1)))
+    control = ControlConfig(ledger=LedgerConfig(batch_size=1))
+    config = CampaignConfig(teacher="none", max_tasks=2, control=control)
     killed = kill_once(ControlPlane if where == "complete_update" else online, where)
     campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", config)
     with pytest.raises(killed):

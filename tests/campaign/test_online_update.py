@@ -49,8 +49,9 @@ def test_lane_samples_fill_their_quota_from_episodes_outside_the_sealed_batch(
 def test_an_episode_of_a_rolled_back_checkpoint_is_as_old_as_the_updates_on_both_sides_of_the_fork(
     tmp_path: Path,
 ) -> None:
-    """c0 -> c1 -> c2; c2 is rolled back to c1 and c3 trained from c1. Episodes collected by c2 are two updates
-    from c3 (c2 -> c1 -> c3), not depth(c3) - depth(c2) = 0, which passed them as fresh under any bound."""
+    """c0 -> c1 -> c2; c2 is rolled back to c1 and c3 trained from c1. Episodes collected by c2 are two
+    updates from c3 (c2 -> c1 -> c3), not depth(c3) - depth(c2) = 0, which passed them as fresh under any
+    bound."""
     plane = ControlPlane(tmp_path / "run", ControlConfig())
     try:
         plane.save_checkpoint("c0", {"w": torch.zeros(1)}, {})

@@ -22,10 +22,12 @@ def test_rail_lines_report_sign_agreement_beside_the_majority_sign():
     lines = format_table([summary(promoted)], config)
     assert "  traces 120; live in 100% of seeds, promoted after 70 traces" in lines
     assert "  MAE online 0.0200 vs frozen-at-promotion 0.0400 (50 % lower)" in lines
-    assert "  sign agreement online 0.720 vs frozen 0.700 (not on the same traces) (always the majority sign: 0.770)" in lines
+    assert ("  sign agreement online 0.720 vs frozen 0.700 (not on the same traces)"
+            " (always the majority sign: 0.770)") in lines
     paired = promoted | {"rail/sign_agreement_online_paired": 0.65}
-    assert ("  sign agreement online 0.650 vs frozen 0.700 on the same traces; online over its last window 0.720"
-            " (always the majority sign: 0.770)") in format_table([summary(paired)], config)
+    assert ("  sign agreement online 0.650 vs frozen 0.700 on the same traces;"
+            " online over its last window 0.720 (always the majority sign: 0.770)"
+            ) in format_table([summary(paired)], config)
     shadow = {"rail/traces": 20.0, "rail/live": 0.0, "rail/sign_agreement": 0.5, "rail/sign_base_rate": 0.6}
     lines = format_table([summary(shadow)], config)
     assert lines[-1] == (

@@ -130,7 +130,9 @@ def test_a_run_stored_with_the_old_warm_start_default_resumes_with_it(
         ShellTraining(tmp_path / "old", tasks, config.model_copy(update={"warm_start_epochs": 40}))
 
 
-def test_an_epoch_killed_before_its_checkpoint_leaves_the_archive_as_it_was(tmp_path: Path, kill_once) -> None:
+def test_an_epoch_killed_before_its_checkpoint_leaves_the_archive_as_it_was(
+    tmp_path: Path, kill_once
+) -> None:
     """The archive commits with the epoch's checkpoint: an epoch run again after a kill counts as solved
     before it only what earlier epochs archived, as the run that was never killed does."""
     make_task(tmp_path)
@@ -146,7 +148,8 @@ def test_an_epoch_killed_before_its_checkpoint_leaves_the_archive_as_it_was(tmp_
     resumed = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     try:
         report = resumed.run_epoch(1)
-        assert report.metrics["rollout/success_rate"] > 0 and report.metrics["train/self_imitation_tasks"] == 1
+        assert report.metrics["rollout/success_rate"] > 0
+        assert report.metrics["train/self_imitation_tasks"] == 1
         assert report.metrics["tasks/solved_before"] == 0  # as in a run never killed: nothing was archived
         assert list(resumed.plane.store.get_meta(SELF_IMITATION_KEY)) == ["calc-1"]
     finally:

@@ -19,7 +19,8 @@ def test_out_that_is_not_a_new_directory_is_a_config_error(tmp_path: Path, kind:
     else:
         out.mkdir()
         (out / "results.json").write_text("{}\n")
-    result = CliRunner().invoke(app, ["bench", "rollouts", "--tasks", str(tmp_path / "tasks"), "--out", str(out)])
+    args = ["bench", "rollouts", "--tasks", str(tmp_path / "tasks"), "--out", str(out)]
+    result = CliRunner().invoke(app, args)
     assert isinstance(result.exception, ConfigError), result.exception
     assert "--out" in str(result.exception)
     assert out.exists() and (out.is_file() or [p.name for p in out.iterdir()] == ["results.json"])

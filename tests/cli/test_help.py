@@ -49,6 +49,7 @@ def test_help_joins_lines_inside_a_paragraph(argv: tuple[str, ...], callback: Ca
 
 @pytest.mark.parametrize("module", ["aios_rl", "aios_rl.cli"])
 def test_python_dash_m_runs_the_cli(module: str) -> None:
-    result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=False)
+    command = [sys.executable, "-m", module, "--help"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "shell" in result.stdout and "Usage" in result.stdout

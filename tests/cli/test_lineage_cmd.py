@@ -54,9 +54,11 @@ def test_rollback_next_to_a_live_writer_never_leaves_an_unopenable_run(tmp_path:
 
     def episode(relative: str | None = None) -> Episode:
         return Episode(
-            environment="shell", task_id="t", outcome="success", reward=1.0, env_reward=1.0, policy_version="x",
+            environment="shell", task_id="t", outcome="success", reward=1.0, env_reward=1.0,
+            policy_version="x",
             trajectory=[Step(observation=Observation(text="o"), action="a", logprob=-0.1, entropy=0.1)],
-            comparison=None if relative is None else Comparison(status="completed", relative_outcome=relative),
+            comparison=(None if relative is None
+                        else Comparison(status="completed", relative_outcome=relative)),
         )
 
     run = tmp_path / "run"

@@ -45,7 +45,8 @@ def test_given_flags_win_over_the_config_file(tmp_path: Path, monkeypatch: pytes
 def test_a_model_for_a_compact_student_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--model without --student causal-lm would train the compact student and never load the model."""
     monkeypatch.setattr(train_module, "ShellTraining", lambda *_: pytest.fail("trained a compact student"))
-    args = ["shell", "train", "--tasks", str(tmp_path), "--run", str(tmp_path / "run"), "--model", str(tmp_path)]
+    args = ["shell", "train", "--tasks", str(tmp_path), "--run", str(tmp_path / "run"),
+            "--model", str(tmp_path)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and "--student causal-lm" in result.output
     config = built_config(tmp_path, monkeypatch, "--student", "causal-lm", "--model", str(tmp_path))

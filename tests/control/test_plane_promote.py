@@ -145,7 +145,9 @@ def test_a_run_stored_before_the_fold_rules_had_a_version_reopens_to_its_state(t
     (1, "UPDATE snapshots SET state = json_insert(state, '$.from_the_future', 1)"),
     (1000, "UPDATE events SET kind = 'from_the_future' WHERE seq = (SELECT MAX(seq) FROM events)"),
 ])
-def test_a_log_this_version_cannot_read_is_a_storage_error(tmp_path: Path, snapshot_every: int, change: str) -> None:
+def test_a_log_this_version_cannot_read_is_a_storage_error(
+    tmp_path: Path, snapshot_every: int, change: str
+) -> None:
     import sqlite3
 
     from aios_rl.contracts.errors import StorageError

@@ -156,7 +156,9 @@ def test_gold_sets_the_json_decoder_refuses_are_contract_errors(tmp_path: Path) 
     assert "UTF-8" in str(result.exception)
 
 
-def test_out_naming_a_directory_is_refused_before_any_teacher_call(tmp_path: Path, server: FakeServer) -> None:
+def test_out_naming_a_directory_is_refused_before_any_teacher_call(
+    tmp_path: Path, server: FakeServer
+) -> None:
     server.judge = faithful
     gold, reports = write_gold(tmp_path / "gold.jsonl"), tmp_path / "reports"
     reports.mkdir()

@@ -45,7 +45,9 @@ class TrainerConfig(ConfigModel):
     )
     entropy_coef: float = Field(default=0.01, ge=0, description="Entropy bonus weight.")
     value_coef: float = Field(default=0.5, ge=0, description="PPO value-loss weight.")
-    value_clip: float | None = Field(default=None, gt=0, description="PPO value clipping range (None: unclipped).")
+    value_clip: float | None = Field(
+        default=None, gt=0, description="PPO value clipping range (None: unclipped)."
+    )
     gamma: float = Field(default=1.0, gt=0, le=1, description="Discount for GAE.")
     lam: float = Field(default=0.95, ge=0, le=1, description="GAE lambda.")
     step_advantage_coef: float = Field(

@@ -422,7 +422,8 @@ class OnlineCampaign:
         data = update_data(self.plane, self.config.seed)
         checkpoint_id = registered_update(self.plane, active, data.window)
         if checkpoint_id is not None:  # trained and registered before a kill: its numbers are in its meta
-            metrics = {"resumed": 1.0} | self.plane.load_checkpoint(checkpoint_id)[1].get("update_metrics", {})
+            stored = self.plane.load_checkpoint(checkpoint_id)[1].get("update_metrics", {})
+            metrics = {"resumed": 1.0} | stored
         else:
             label = f"update {number} (epoch {epoch.epoch})" + (" DRILL bad-update" if drilled else "")
             try:

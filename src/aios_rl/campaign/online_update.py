@@ -167,11 +167,11 @@ def train_update(
 
 
 def replay_staleness(plane: ControlPlane, versions: Sequence[str]) -> list[int]:
-    """Updates between the checkpoint that collected each episode (its ``policy_version``) and ``active``, along
-    the lineage tree: up from that checkpoint to the nearest one ``active`` descends from, then down to
-    ``active``. After a rollback an episode of the rolled-back branch is as old as the updates on both sides of
-    the fork (its depth minus ``active``'s could be 0 or negative and passed it as fresh). A version that is
-    no registered checkpoint is older than any bound."""
+    """Updates between the checkpoint that collected each episode (its ``policy_version``) and ``active``,
+    along the lineage tree: up from that checkpoint to the nearest one ``active`` descends from, then down to
+    ``active``. After a rollback an episode of the rolled-back branch is as old as the updates on both sides
+    of the fork (its depth minus ``active``'s could be 0 or negative and passed it as fresh). A version that
+    is no registered checkpoint is older than any bound."""
     records = plane.state.lineage.checkpoints
     depth = lineage_depths(plane)
     active = plane.state.lineage.active

@@ -427,12 +427,13 @@ def format_table(summaries: list[MethodSummary], config: BenchConfig) -> list[st
             online, frozen = r["rail/mae_online_paired"], r["rail/mae_frozen"]
             gain = f" ({100 * (1 - online / frozen):.0f} % lower)" if frozen > 0 else ""
             lines.append(f"  MAE online {online:.4f} vs frozen-at-promotion {frozen:.4f}{gain}")
-            frozen_sign, last = r.get("rail/sign_agreement_frozen", float("nan")), r.get("rail/sign_agreement")
+            frozen_sign = r.get("rail/sign_agreement_frozen", float("nan"))
+            last = r.get("rail/sign_agreement")
             if "rail/sign_agreement_online_paired" in r:  # both models on the same traces since promotion
                 lines.append(
                     f"  sign agreement online {r['rail/sign_agreement_online_paired']:.3f} vs frozen "
                     f"{frozen_sign:.3f} on the same traces"
-                    + (f"; online over its last window {last:.3f}" + _base_rate(r) if last is not None else "")
+                    + ("" if last is None else f"; online over its last window {last:.3f}" + _base_rate(r))
                 )
             else:  # results stored before the pair was kept: online's window includes traces before promotion
                 lines.append(

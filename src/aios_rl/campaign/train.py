@@ -239,8 +239,9 @@ class ShellTraining:
                 raise ConfigError(f"{run_dir} trains on the tasks in {stored_tasks}, not {tasks_dir}; "
                                   "continue it with the same --tasks (or none) or use a new --run")
             self.plane.store.set_meta("tasks_dir", str(Path(tasks_dir).resolve()))
+            held = self.plane.store.get_meta(SPLIT_KEY)
             self.tasks, self.val_tasks = split or stored_split(self.config.validation, train_tasks,
-                                                               self.config.seed, self.plane.store.get_meta(SPLIT_KEY))
+                                                               self.config.seed, held)
             self.plane.store.set_meta(SPLIT_KEY, [t.task_id for t in self.val_tasks])
             self.teacher = build_teacher(self.config, run_dir)
             # Demonstrations (warm start, replay) are the oracle's ground truth: only when it is the first
@@ -553,7 +554,7 @@ class ShellTraining:
             standing = self._demonstrations(progress)
             replayed = len(standing)
         archived = 0
-        committed: dict[str, Any] = {}  # meta values that commit with the checkpoint, beside the rollout state
+        committed: dict[str, Any] = {}  # meta values committed with the checkpoint, beside the rollout state
         if cfg.rl and cfg.trainer.self_imitation_coef > 0:
             imitate, archive = self._self_imitation(seen, epoch)
             committed[SELF_IMITATION_KEY], archived = archive, len(archive)

@@ -151,12 +151,13 @@ def stored_split(
     where = config.tasks_dir or "the task directory's train split"
     if missing:
         raise ConfigError(f"{len(missing)} of the run's validation task(s) (e.g. {missing[0]}) are gone from "
-                          f"{where}; the validation set of a run cannot change: restore them or use a new --run")
+                          f"{where}; the validation set of a run cannot change: restore them or use a new "
+                          "--run")
     if config.tasks_dir is not None:
         shared = sorted(held & {t.task_id for t in tasks})
         if shared:
-            raise ConfigError(f"validation task {shared[0]} is now also a training task; validation tasks must "
-                              "be held out of training")
+            raise ConfigError(f"validation task {shared[0]} is now also a training task; validation tasks "
+                              "must be held out of training")
     return sorted((t for t in tasks if t.task_id not in held), key=lambda t: t.task_id), validation
 
 

@@ -52,7 +52,8 @@ def validate(
         typer.echo(f"{file}: cannot read: {exc.strerror}", err=True)
         raise typer.Exit(2) from None
     except UnicodeDecodeError as exc:
-        typer.echo(f"{file}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start}); JSON is UTF-8", err=True)
+        typer.echo(f"{file}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start}); JSON is UTF-8",
+                   err=True)
         raise typer.Exit(2) from None
     try:
         parse_json_record(RECORDS[name], text, source=str(file))

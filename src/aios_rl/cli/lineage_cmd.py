@@ -62,7 +62,7 @@ def lineage_tree(state: LineageState) -> list[str]:
             marks.setdefault(cid, []).append(name)
     lines = [f"frozen: {'yes' if state.frozen else 'no'}  (consecutive rollbacks: {state.consecutive_rollbacks})"]
 
-    # Depth first with an explicit stack: a long run's chain of updates is deeper than Python's recursion limit.
+    # Depth first with an explicit stack: a long run's chain of updates is deeper than the recursion limit.
     stack = [(root, 0) for root in reversed(children.get(None, []))]
     while stack:
         cid, depth = stack.pop()

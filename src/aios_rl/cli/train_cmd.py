@@ -95,7 +95,8 @@ def train(
         settings = load_config(ShellTrainConfig, config, overrides)
         if model is not None and settings.student.kind != "causal-lm":
             raise typer.BadParameter(f"a model is for the causal-lm student, but this run trains a "
-                                     f"{settings.student.kind} one; add --student causal-lm", param_hint="--model")
+                                     f"{settings.student.kind} one; add --student causal-lm",
+                                     param_hint="--model")
         training = ShellTraining(run, tasks, settings)
     quiet = as_json or not sys.stderr.isatty()
     reports = []

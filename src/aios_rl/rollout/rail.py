@@ -417,8 +417,9 @@ class RailController:
         if (base := self._base_rate()) is not None:
             out["rail/sign_base_rate"] = base
         if self._sign_paired:  # both models on the same traces, as the MAE pair below
-            out["rail/sign_agreement_online_paired"] = sum(o for o, _ in self._sign_paired) / len(self._sign_paired)
-            out["rail/sign_agreement_frozen"] = sum(f for _, f in self._sign_paired) / len(self._sign_paired)
+            pairs = len(self._sign_paired)
+            out["rail/sign_agreement_online_paired"] = sum(o for o, _ in self._sign_paired) / pairs
+            out["rail/sign_agreement_frozen"] = sum(f for _, f in self._sign_paired) / pairs
         if self._errors:
             out["rail/mae_online"] = float(np.mean([e for e, _ in self._errors]))
         paired = [(e, f) for e, f in self._errors if f is not None]

@@ -254,7 +254,8 @@ def test_the_verdict_ignores_every_pytest_config_file_the_student_adds(
     # pytest reads these as it reads pytest.ini (before pyproject.toml); one added by the student that
     # loads a plugin of its own reporting every test as passed must not reach the verdict.
     env.reset(task, seed=0)
-    text = "[pytest]\naddopts = -p cheat\n" if config.endswith(".ini") else '[pytest]\naddopts = ["-p", "cheat"]\n'
+    ini = config.endswith(".ini")
+    text = "[pytest]\naddopts = -p cheat\n" if ini else '[pytest]\naddopts = ["-p", "cheat"]\n'
     diff = "".join(unified_diff("", body, path).replace(f"--- a/{path}", "--- /dev/null")
                    for path, body in [("cheat.py", CHEAT_PLUGIN), (config, text)])
     hacked = env.step("patch\n" + diff)
@@ -564,7 +565,9 @@ def test_a_suite_with_more_output_than_the_cap_is_still_judged(tmp_path: Path, s
     # pytest's verdict (the -rA summary and the final line) comes last; a suite whose tests print more
     # than the sandbox keeps of stdout (64 KiB) must still be judged by it, not read as "no verdict".
     chatty = "from calc import add\n\n" + "".join(
-        f"def test_chatty_{i}():\n    print('x' * 10000)\n    assert add({i}, 1) == {i} + 1\n\n" for i in range(10))
+        f"def test_chatty_{i}():\n    print('x' * 10000)\n    assert add({i}, 1) == {i} + 1\n\n"
+        for i in range(10)
+    )
     task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": chatty}, oracle=False)
     env = ShellBugfixEnv(sandbox=sandbox)
     try:
@@ -576,7 +579,9 @@ def test_a_suite_with_more_output_than_the_cap_is_still_judged(tmp_path: Path, s
         env.close()
 
 
-def test_a_suite_whose_summary_alone_passes_the_sandbox_cap_is_judged_whole(tmp_path: Path, sandbox: Sandbox) -> None:
+def test_a_suite_whose_summary_alone_passes_the_sandbox_cap_is_judged_whole(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
     # -rA lists every test: 900 ids are about 60 KiB, more than the sandbox keeps of a command's output
     # (64 KiB, its first and last halves), so a test run keeps more (test_output_cap_bytes).
     many = TESTS + (

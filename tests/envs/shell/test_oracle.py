@@ -172,7 +172,8 @@ def test_shaping_replays_a_revert(tmp_path: Path) -> None:
     wrong_add = _patch(CALC, CALC.replace("return a - b", "return a * b"))
     revert = (REVERT_CANDIDATE, False)
     steps = [Step(observation=Observation(text="obs"), action=a, logprob=0.0, entropy=0.0,
-                  info={"patch_applied": applied, "action_kind": "revert" if a == REVERT_CANDIDATE else "patch"})
+                  info={"patch_applied": applied,
+                        "action_kind": "revert" if a == REVERT_CANDIDATE else "patch"})
              for a, applied in [(wrong_add, True), revert, (_patch(CALC, FIXED), True)]]
     episode = _episode([]).model_copy(update={"trajectory": steps})
     recovered = ShellOracle().signal(task, episode)
@@ -200,7 +201,9 @@ def test_reference_of_a_crlf_repository_is_the_environments_candidate(tmp_path: 
     assert signal.status == "complete" and signal.shaping == 1.0
 
 
-def test_a_search_replace_edit_on_a_crlf_file_is_replayed_as_the_environment_applied_it(tmp_path: Path) -> None:
+def test_a_search_replace_edit_on_a_crlf_file_is_replayed_as_the_environment_applied_it(
+    tmp_path: Path,
+) -> None:
     # The environment applies a multi-line search quoted with plain newlines to a CRLF file (taking the
     # file's endings); the oracle's replay must reach the same files.
     crlf, fixed = CALC.replace("\n", "\r\n"), FIXED.replace("\n", "\r\n")

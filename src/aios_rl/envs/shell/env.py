@@ -115,8 +115,8 @@ class ShellEnvConfig(ConfigModel):
     )
     output_cap_chars: int = Field(default=2000, description="Characters of command output shown (last kept).")
     test_output_cap_bytes: int = Field(
-        default=4 * 1024 * 1024, gt=0, description="Bytes of a test run's output kept for judging it (pytest's "
-        "summary lists every test, so a large suite's passes more than the sandbox's output cap).",
+        default=4 * 1024 * 1024, gt=0, description="Bytes of a test run's output kept for judging it "
+        "(pytest's summary lists every test, so a large suite's passes more than the sandbox's output cap).",
     )
     read_cap_chars: int = Field(default=6000, description="Characters of a read file shown (beginning kept).")
     max_candidates: int = Field(default=256, description="Most candidate actions offered per observation.")
