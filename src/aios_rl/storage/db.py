@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aios_rl.contracts.errors import StorageError
-from aios_rl.storage.sqlite_wal import connect_wal
+from aios_rl.storage.sqlite_wal import connect_wal, rollback_if_open
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +152,7 @@ class RunStore:
                 yield _Tx(self._conn)
                 self._conn.execute("COMMIT")
             except BaseException:
-                # SQLite may already have rolled back (e.g. on SQLITE_FULL); a second ROLLBACK would fail
-                # and hide the real error. A failed COMMIT leaves the transaction open: close it here.
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                rollback_if_open(self._conn)  # a failed COMMIT included; not twice after SQLite's own
                 raise
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"{self.path}: cannot write to the run store: {exc}") from exc

@@ -29,7 +29,7 @@ import numpy as np
 
 from aios_rl.contracts.episode import utc_now
 from aios_rl.contracts.errors import ContractError, StorageError
-from aios_rl.storage.sqlite_wal import connect_wal
+from aios_rl.storage.sqlite_wal import connect_wal, rollback_if_open
 
 __all__ = ["RailTrace", "RailTraceStore"]
 
@@ -147,7 +147,7 @@ class RailTraceStore:
                     self._conn.execute(f"ALTER TABLE rail_traces ADD COLUMN {name} {kind} DEFAULT {default}")
             self._conn.execute("COMMIT")
         except BaseException:
-            _rollback_if_open(self._conn)
+            rollback_if_open(self._conn)
             raise
 
     def append(self, trace: RailTrace) -> int:
@@ -172,7 +172,7 @@ class RailTraceStore:
                     )
                     self._conn.execute("COMMIT")
                 except BaseException:
-                    _rollback_if_open(self._conn)
+                    rollback_if_open(self._conn)
                     raise
             except sqlite3.DatabaseError as exc:
                 raise StorageError(f"{self.path}: cannot append a RAIL trace: {exc}") from None
@@ -243,10 +243,3 @@ class RailTraceStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _rollback_if_open(conn: sqlite3.Connection) -> None:
-    """Roll back the failed transaction unless SQLite already did (it does on a full disk, and a second
-    ROLLBACK would then raise and hide that error); also closes one left open by a failed COMMIT."""
-    if conn.in_transaction:
-        conn.execute("ROLLBACK")

@@ -13,7 +13,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-__all__ = ["connect_wal"]
+__all__ = ["connect_wal", "rollback_if_open"]
 
 _FIRST_BACKOFF_S = 0.005
 _MAX_BACKOFF_S = 0.2
@@ -41,3 +41,10 @@ def connect_wal(path: Path, *, timeout: float = 30.0, check_same_thread: bool = 
     except BaseException:
         conn.close()
         raise
+
+
+def rollback_if_open(conn: sqlite3.Connection) -> None:
+    """Roll back a failed transaction unless SQLite already did (it does on a full disk, and a second
+    ROLLBACK would then raise and hide that error); also closes one left open by a failed COMMIT."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
