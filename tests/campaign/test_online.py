@@ -36,6 +36,22 @@ def test_a_start_refused_for_its_tasks_can_be_retried_with_the_right_ones(tmp_pa
         campaign.close()
 
 
+def test_a_campaign_and_shell_train_refuse_a_directory_without_train_tasks_alike(tmp_path: Path) -> None:
+    from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+    from aios_rl.contracts.errors import ConfigError
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    messages = []
+    for start in (lambda: OnlineCampaign(tmp_path / "run-c", empty, CampaignConfig(teacher="none")),
+                  lambda: ShellTraining(tmp_path / "run-t", empty, ShellTrainConfig(teacher="none"))):
+        with pytest.raises(ConfigError, match="holds no train-split tasks") as refused:
+            start()
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1]
+    assert not (tmp_path / "run-c").exists() and not (tmp_path / "run-t").exists()
+
+
 def test_a_start_killed_before_it_stored_its_control_settings_starts_again(
     tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]]
 ) -> None:

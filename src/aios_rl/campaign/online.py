@@ -67,7 +67,7 @@ from aios_rl.campaign.slots import (
     slot_task,
 )
 from aios_rl.campaign.students import make_student, restore_student
-from aios_rl.campaign.train import ShellTrainConfig, build_teacher, teacher_backends
+from aios_rl.campaign.train import ShellTrainConfig, build_teacher, load_train_tasks, teacher_backends
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task, Verification
 from aios_rl.contracts.errors import AiosRlError, ConfigError, TrainingError
 from aios_rl.control.compare import compare_matched, get_comparator
@@ -77,7 +77,6 @@ from aios_rl.control.plane import ControlPlane
 from aios_rl.control.replay import route_episode
 from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.sandbox import Sandbox
-from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.base import Policy
 from aios_rl.rollout.runner import run_group
 
@@ -513,12 +512,7 @@ def train_tasks(tasks_dir: Path | None) -> list[Task]:
     """
     if tasks_dir is None:
         raise ConfigError("--tasks is needed to start a campaign")
-    tasks = load_tasks(Path(tasks_dir), split="train")
-    if not tasks:
-        raise ConfigError(
-            f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`"
-        )
-    return tasks
+    return load_train_tasks(Path(tasks_dir))
 
 
 def _verification(episode: Episode) -> Verification:

@@ -125,6 +125,21 @@ def split_source(spec: str) -> tuple[Path, str]:
     return Path(run).resolve(), name or "active"
 
 
+def load_train_tasks(tasks_dir: Path) -> list[Task]:
+    """The train split of ``tasks_dir`` (what `shell train` and a campaign train on).
+
+    Raises:
+        ConfigError: a directory without train-split tasks.
+        ContractError: not a task directory, or an invalid task in it.
+    """
+    tasks = load_tasks(Path(tasks_dir), split="train")
+    if not tasks:
+        raise ConfigError(
+            f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`"
+        )
+    return tasks
+
+
 def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
     """The student stored in another run's checkpoint (``RUN_DIR`` or ``RUN_DIR:CHECKPOINT``), and where it
     came from as ``"RUN_DIR:ID"``.
@@ -221,9 +236,7 @@ class ShellTraining:
         # A bad --init-from or validation set fails before the run directory exists, so fixing it does not
         # need a new --run.
         start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
-        train_tasks = load_tasks(tasks_dir, split="train")
-        if not train_tasks:
-            raise ConfigError(f"{tasks_dir} holds no train-split tasks; generate some with `aios-rl shell benchmark-generate`")
+        train_tasks = load_train_tasks(tasks_dir)
         # A new run stores ``config`` as given, so this split is the run's own.
         split = validation_split(config.validation, train_tasks, config.seed) if new_run else None
         if split is not None and start is not None and split[1]:
