@@ -144,7 +144,9 @@ def test_runs_under_another_sandbox_are_not_recalled(tmp_path: Path, sandbox: Co
         other.close()
 
 
-def test_a_run_with_more_output_than_the_memo_keeps_is_run_again(tmp_path: Path, sandbox: CountingSandbox) -> None:
+def test_a_run_with_more_output_than_the_memo_keeps_is_run_again(
+    tmp_path: Path, sandbox: CountingSandbox
+) -> None:
     chatty = "def test_chatty():\n    print('x' * 300_000)\n    assert False\n"  # shown by pytest: it fails
     task = make_task(tmp_path, files={"calc.py": _unique(CALC), "tests/test_chatty.py": chatty}, oracle=False)
     env = ShellBugfixEnv(ShellEnvConfig(line_spectrum=False), sandbox=sandbox)
