@@ -86,3 +86,28 @@ def test_a_run_continues_only_on_its_own_task_directory(tmp_path: Path) -> None:
     again = ShellTraining(tmp_path / "run", tmp_path / "a" / "tasks", config)
     assert again.plane.store.get_meta("tasks_dir") == str((tmp_path / "a" / "tasks").resolve())
     again.close()
+
+
+def test_a_start_that_failed_after_creating_the_store_still_starts_from_init_from(
+    tmp_path: Path, kill_once
+) -> None:
+    from aios_rl.campaign import train as train_module
+
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=2)
+    first = ShellTraining(tmp_path / "first", tasks, config)
+    first.warm_start()
+    warmed = _weights(first)
+    first.close()
+    start = config.model_copy(update={"init_from": str(tmp_path / "first")})
+    killed = kill_once(train_module, "build_teacher")  # e.g. an API key not set yet: the store exists already
+    with pytest.raises(killed):
+        ShellTraining(tmp_path / "second", tasks, start)
+    assert (tmp_path / "second" / "control.db").exists()
+    second = ShellTraining(tmp_path / "second", tasks, start)  # the same command again
+    try:
+        assert all(torch.equal(warmed[k], v) for k, v in _weights(second).items())
+        assert second.plane.load_checkpoint("ckpt-0000")[1]["init_from"] == f"{tmp_path / 'first'}:ckpt-0001"
+    finally:
+        second.close()

@@ -228,6 +228,18 @@ def open_training(run_dir: Path, *, epochs: int | None = None) -> ShellTraining:
     return ShellTraining(run_dir, Path(tasks_dir), config)
 
 
+def _check_start(source: str, validation: list[Task]) -> None:
+    """Refuse a start checkpoint (``"RUN_DIR:ID"``) whose run trained on any of the validation tasks.
+
+    Raises:
+        ConfigError: it did.
+    """
+    seen = sorted(trained_task_ids(split_source(source)[0]) & {t.task_id for t in validation})
+    if seen:
+        raise ConfigError(f"init_from: {source} was trained on {len(seen)} of this run's validation "
+                          f"task(s) (e.g. {seen[0]}); validate on tasks it never saw (--val-tasks DIR)")
+
+
 class ShellTraining:
     """One training run in one run directory."""
 
@@ -239,11 +251,8 @@ class ShellTraining:
         train_tasks = load_train_tasks(tasks_dir)
         # A new run stores ``config`` as given, so this split is the run's own.
         split = validation_split(config.validation, train_tasks, config.seed) if new_run else None
-        if split is not None and start is not None and split[1]:
-            seen = sorted(trained_task_ids(split_source(start[1])[0]) & {t.task_id for t in split[1]})
-            if seen:
-                raise ConfigError(f"init_from: {start[1]} was trained on {len(seen)} of this run's validation "
-                                  f"task(s) (e.g. {seen[0]}); validate on tasks it never saw (--val-tasks DIR)")
+        if split is not None and start is not None:
+            _check_start(start[1], split[1])
         self.plane = ControlPlane(run_dir, config.control if new_run else None)
         try:
             self.config = resolve_stored_config(self.plane, config)
@@ -296,6 +305,9 @@ class ShellTraining:
     def _student(self, start: tuple[Policy, str] | None) -> tuple[Policy, Trainer]:
         lineage = self.plane.state.lineage
         if lineage.active is None:
+            if start is None and self.config.init_from:  # a first start that failed after creating the store
+                start = load_student_from(self.config.init_from, self.config.student.kind)
+                _check_start(start[1], self.val_tasks)
             policy, source = start or (make_student(self.config.student, seed=self.config.seed), None)
             trainer = Trainer(policy, self.config.trainer)
             tensors, meta = trainer.state_tensors()
