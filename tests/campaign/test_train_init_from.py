@@ -111,3 +111,13 @@ def test_a_start_that_failed_after_creating_the_store_still_starts_from_init_fro
         assert second.plane.load_checkpoint("ckpt-0000")[1]["init_from"] == f"{tmp_path / 'first'}:ckpt-0001"
     finally:
         second.close()
+
+
+def test_a_model_path_for_a_compact_student_is_refused_before_the_run_exists(tmp_path: Path) -> None:
+    from aios_rl.campaign.students import StudentConfig
+
+    make_task(tmp_path)
+    config = ShellTrainConfig(student=StudentConfig(kind="compact", model_path=str(tmp_path)))  # a --config file
+    with pytest.raises(ConfigError, match="set student.kind: causal-lm"):
+        ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    assert not (tmp_path / "run").exists()

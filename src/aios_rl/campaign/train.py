@@ -245,6 +245,9 @@ class ShellTraining:
 
     def __init__(self, run_dir: Path, tasks_dir: Path, config: ShellTrainConfig) -> None:
         new_run = not (run_dir / "control.db").exists()
+        if new_run and config.student.kind != "causal-lm" and config.student.model_path is not None:
+            raise ConfigError(f"student.model_path ({config.student.model_path}) is for the causal-lm student, "
+                              f"but this run trains a {config.student.kind} one; set student.kind: causal-lm")
         # A bad --init-from or validation set fails before the run directory exists, so fixing it does not
         # need a new --run.
         start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
