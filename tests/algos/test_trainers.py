@@ -12,8 +12,8 @@ from aios_rl.algos.distill import distill_batch_from, distill_update
 from aios_rl.algos.grpo import anchor_ids, grpo_update, offline_update, tree_ids
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.trainer import Trainer, TrainerConfig
-from aios_rl.contracts.episode import BranchRef, Episode, Observation, Step
 from aios_rl.contracts.config import load_config
+from aios_rl.contracts.episode import BranchRef, Episode, Observation, Step
 from aios_rl.contracts.errors import ConfigError, TrainingError
 from aios_rl.policy.compact import CompactStudent, CompactStudentConfig
 

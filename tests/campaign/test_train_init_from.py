@@ -117,7 +117,8 @@ def test_a_model_path_for_a_compact_student_is_refused_before_the_run_exists(tmp
     from aios_rl.campaign.students import StudentConfig
 
     make_task(tmp_path)
-    config = ShellTrainConfig(student=StudentConfig(kind="compact", model_path=str(tmp_path)))  # a --config file
+    # as a --config file could give it
+    config = ShellTrainConfig(student=StudentConfig(kind="compact", model_path=str(tmp_path)))
     with pytest.raises(ConfigError, match="set student.kind: causal-lm"):
         ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     assert not (tmp_path / "run").exists()

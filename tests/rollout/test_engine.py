@@ -417,8 +417,8 @@ class WritingLM(ToyPolicy):
 def test_the_ledger_counts_scored_candidates_and_written_tokens_only_where_they_happened() -> None:
     for policy, scored, written in [(ScoringLM, True, False), (WritingLM, False, True)]:
         ledger, counts = Budget(), Counts()
-        run_group(lambda: ToyEnv(counts), tasks(1)[0], policy(counts), size=2, seed=0, policy_version="v0",
-                  budget=ledger)
+        run_group(lambda counts=counts: ToyEnv(counts), tasks(1)[0], policy(counts), size=2, seed=0,
+                  policy_version="v0", budget=ledger)
         steps = 2 * LENGTH  # every observation offers the 3 moves
         assert ledger.candidates_scored == (3 * steps if scored else 0), policy.__name__
         assert ledger.tokens_generated == (2 * steps if written else 0), policy.__name__

@@ -254,7 +254,7 @@ def _act(
         # LM in score mode, whose tokens are the chosen answer's, scored, not generated); one without was
         # written token by token (an LM in generate mode, which never looks at the candidates).
         budget.candidates_scored += sum(
-            len(m.observation.candidates) for m, s in zip(members, out) if s.index is not None
+            len(m.observation.candidates) for m, s in zip(members, out, strict=True) if s.index is not None
         )
         budget.tokens_generated += sum(len(s.token_ids or ()) for s in out if s.index is None)
         for i, sample in zip(index, out):

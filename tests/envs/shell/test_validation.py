@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from aios_rl.contracts.errors import ContractError
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.pytest_output import is_pytest, parse_pytest
-from aios_rl.contracts.errors import ContractError
 from aios_rl.envs.shell.task import ShellTaskManifest, load_tasks, read_manifest, write_task
 from aios_rl.envs.shell.validation import (
     PYTEST_COMMAND,
