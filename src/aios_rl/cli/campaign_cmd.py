@@ -48,7 +48,8 @@ def campaign(
     Every 4 admitted episodes seal a micro-batch and trigger one update; the new checkpoint serves the next
     tasks at once while each of them also runs under the pre-update checkpoint (same seed, own sandbox).
     A streak of 3 worse or failed comparisons rolls back automatically (diagnosis in RUN/rollbacks/);
-    an epoch with a better and no worse promotes. A killed campaign continues with --resume.
+    a full window with a better, no worse and no failed comparison promotes. A killed campaign continues
+    with --resume.
     """
     from aios_rl.campaign.online import OnlineCampaign
     from aios_rl.campaign.online_config import CampaignConfig, resume_config, stored_config
