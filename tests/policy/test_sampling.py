@@ -123,3 +123,17 @@ def test_the_uniform_policy_draws_a_permutation_for_a_full_group() -> None:
                              torch.Generator().manual_seed(seed), distinct=["t"] * 3)
         assert sorted(s.index for s in samples) == [0, 1, 2]
         assert all(s.logprob == pytest.approx(-math.log(3)) for s in samples)
+
+
+def test_the_uniform_policy_evaluates_what_it_draws_and_refuses_what_it_cannot() -> None:
+    from aios_rl.contracts.episode import Observation
+    from aios_rl.contracts.errors import PolicyError
+
+    policy = UniformPolicy()
+    twice = Observation(text="o", candidates=["a", "b", "a", "c"])
+    evaluation = policy.evaluate([observation(3), twice], ["shell"] * 2, [observation(3).candidates[1], "a"])
+    assert evaluation.logprobs.tolist() == pytest.approx([-math.log(3), math.log(2 / 4)])
+    for observations, actions in (([], []), ([twice], ["nowhere"]), ([Observation(text="o")], ["a"]),
+                                  ([twice], ["a", "b"])):
+        with pytest.raises(PolicyError):
+            policy.evaluate(observations, ["shell"] * len(observations), actions)

@@ -46,11 +46,26 @@ class UniformPolicy:
     def evaluate(
         self, observations: Sequence[Observation], environments: Sequence[str], actions: Sequence[str]
     ) -> Evaluation:
+        """Log-probability of each recorded action (its share of the candidates), as ``CompactStudent``'s.
+
+        Raises:
+            PolicyError: an empty batch, mismatched lengths, an observation without candidates, or an
+                action that is not among its observation's candidates.
+        """
+        if not observations or len(actions) != len(observations):
+            raise PolicyError(
+                f"UniformPolicy.evaluate: {len(observations)} observations, {len(actions)} actions"
+            )
+        hits = [sum(c == a for c in o.candidates) for o, a in zip(observations, actions, strict=True)]
+        if not all(hits):
+            row = hits.index(0)
+            raise PolicyError(f"UniformPolicy.evaluate: action {actions[row]!r} of row {row} is not among its "
+                              f"{len(observations[row].candidates)} candidates")
         width = max(len(o.candidates) for o in observations)
         mask = torch.tensor([[i < len(o.candidates) for i in range(width)] for o in observations])  # (B, C)
         counts = mask.sum(dim=1).float()  # (B,)
         return Evaluation(
-            logprobs=-counts.log(),
+            logprobs=torch.tensor(hits, dtype=torch.float32).log() - counts.log(),
             entropy=counts.log(),
             values=torch.zeros(len(observations)),
             candidate_logits=torch.zeros(len(observations), width),
