@@ -110,3 +110,22 @@ def test_an_update_killed_before_its_metrics_line_writes_it_once_on_resume(
     updates = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["phase"] == "campaign_update"]
     assert len(updates) == 1 and "train/loss" in updates[0]
     assert updates[0].get("resumed") == (1.0 if where == "complete_update" else None)
+
+
+def test_resuming_below_the_slots_already_run_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_task(tmp_path)
+    config = CampaignConfig(teacher="none", max_tasks=2, control=ControlConfig(ledger=LedgerConfig(batch_size=1)))
+    campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        campaign.run()
+    finally:
+        campaign.close()
+    resumed = OnlineCampaign(tmp_path / "run", None, config.model_copy(update={"max_tasks": 1}), resume=True)
+    try:
+        with caplog.at_level("WARNING"):
+            summary = resumed.run()
+    finally:
+        resumed.close()
+    assert summary.tasks_run == 2 and "more than --max-tasks 1" in caplog.text

@@ -191,6 +191,9 @@ class OnlineCampaign:
     def run(self) -> CampaignSummary:
         """Run until ``max_tasks`` slots are done or the lineage freezes; returns the summary."""
         self._initialize()
+        if self.cursor > self.config.max_tasks:
+            log.warning("this campaign already ran %d task slots, more than --max-tasks %d: nothing to run; "
+                        "raise --max-tasks to continue it", self.cursor, self.config.max_tasks)
         while True:
             state = self.plane.state
             if state.lineage.frozen:
