@@ -116,7 +116,8 @@ def test_resuming_below_the_slots_already_run_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     make_task(tmp_path)
-    config = CampaignConfig(teacher="none", max_tasks=2, control=ControlConfig(ledger=LedgerConfig(batch_size=1)))
+    control = ControlConfig(ledger=LedgerConfig(batch_size=1))
+    config = CampaignConfig(teacher="none", max_tasks=2, control=control)
     campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", config)
     try:
         campaign.run()
