@@ -235,6 +235,15 @@ def test_backend_names_resolve_with_did_you_mean() -> None:
         TeacherConfig(backend="claude", fallbacks=("openai", "claude-code"))
 
 
+def test_a_call_timeout_beyond_a_day_is_refused() -> None:
+    # threading.Timer cannot wait 1e12 s (OverflowError in its thread): the deadline would go unenforced
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="timeout_s"):
+        TeacherConfig(backend="claude", timeout_s=1e12)
+    assert TeacherConfig(backend="claude", timeout_s=86_400).timeout_s == 86_400
+
+
 # -- robustness ---------------------------------------------------------------------------------------
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -89,7 +89,7 @@ class TeacherConfig(ConfigModel):
         default=(), description="Backends tried in order when the primary gives no valid answer."
     )
     timeout_s: float = Field(
-        default=120.0, gt=0.0, description="Wall-clock limit of one backend call, in seconds."
+        default=120.0, gt=0.0, le=86_400.0, description="Wall-clock limit of one backend call, in seconds."
     )
     retries: int = Field(
         default=1, ge=0, le=10, description="Extra attempts per backend after a retryable failure."
