@@ -324,3 +324,17 @@ def test_a_bad_loss_setting_is_a_config_error_when_the_config_loads(override: di
     can neither resume nor be corrected."""
     with pytest.raises(ConfigError, match=named):
         load_config(TrainerConfig, overrides=override)
+
+
+def test_a_finite_loss_with_nan_gradients_changes_no_parameter() -> None:
+    from aios_rl.algos.trainer import UpdateStats
+
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig())
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    weight = next(iter(policy.parameters()))
+    loss = torch.sqrt((weight - weight.detach()).abs().sum())  # 0, but d sqrt at 0 times d|x| at 0 is NaN
+    assert torch.isfinite(loss)
+    with pytest.raises(TrainingError, match="non-finite gradient"):
+        trainer.step(loss, UpdateStats())
+    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())

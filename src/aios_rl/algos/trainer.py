@@ -239,6 +239,9 @@ class Trainer:
         loss.backward()
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         norm = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+        if not torch.isfinite(norm):  # a finite loss can still back-propagate NaN (e.g. sqrt at 0)
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingError(f"non-finite gradient norm {norm.item()}; the update is abandoned")
         self.optimizer.step()
         stats.loss += loss.item()
         stats.grad_norm += norm.item()
