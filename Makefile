@@ -20,11 +20,13 @@ LONG_BENCHMARKS := benchmarks/campaign.py benchmarks/rollouts.py benchmarks/shel
 setup: system-deps $(STAMP)
 
 system-deps:
-	@bash scripts/system-deps.sh
+	@PYTHON='$(PYTHON)' bash scripts/system-deps.sh
 
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "aios-rl needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -n '$(PYTHON)' || { echo "aios-rl needs Python 3.11 or newer and found no python3 on PATH; install python3.11 or set PYTHON=/path/to/python3.11" >&2; exit 1; }
+	@'$(PYTHON)' -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "aios-rl needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
+	@# A venv whose creation failed (no ensurepip) has a python but no pip: make it again.
+	@$(PY) -m pip --version >/dev/null 2>&1 || '$(PYTHON)' -m venv --clear $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_FLAGS) -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
