@@ -3,7 +3,8 @@
 # environment, util-linux's prlimit/setpriv, and python3.X-venv when $PYTHON cannot create a venv) with
 # apt-get when they are missing. Says exactly what to do when it cannot.
 set -euo pipefail
-has_chromium() { [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }
+# The browser environment launches /usr/bin/chromium itself (Playwright's executable_path), so only that counts.
+has_chromium() { [ -x /usr/bin/chromium ]; }
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
@@ -21,7 +22,7 @@ if [ -n "${PYTHON:-}" ]; then
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-yourself="install ${missing[*]} yourself (bubblewrap must give \`bwrap\` and chromium \`chromium\` on PATH), then run make again"
+yourself="install ${missing[*]} yourself (bubblewrap must give \`bwrap\` on PATH and chromium /usr/bin/chromium), then run make again"
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "aios-rl: missing system packages: ${missing[*]}; apt-get not found." >&2
   echo "         Install them with your system's package manager: $yourself." >&2
@@ -52,7 +53,7 @@ for pkg in "${missing[@]}"; do
     bubblewrap) command -v bwrap >/dev/null 2>&1 || { echo "aios-rl: bubblewrap installed but \`bwrap\` is not on PATH" >&2; exit 1; } ;;
     util-linux) command -v prlimit >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1 \
       || { echo "aios-rl: util-linux installed but \`prlimit\` or \`setpriv\` is not on PATH" >&2; exit 1; } ;;
-    chromium) has_chromium || { echo "aios-rl: chromium installed but no \`chromium\` is on PATH" >&2; exit 1; } ;;
+    chromium) has_chromium || { echo "aios-rl: chromium installed but /usr/bin/chromium is not there" >&2; exit 1; } ;;
   esac
 done
 echo "aios-rl: system packages ready"
