@@ -121,3 +121,17 @@ def test_a_run_with_an_api_key_in_its_config_resumes_with_the_key_given_again(tm
     kept = CampaignConfig.model_validate(campaign.model_dump(mode="json"))
     again = resume_config(kept, campaign, {})
     assert again.teacher_config.openai.api_key.get_secret_value() == "sk-real"
+
+
+def test_a_run_stored_under_the_previous_fold_rules_resumes_with_the_same_command(tmp_path) -> None:
+    from aios_rl.campaign.train_config import TRAIN_CONFIG_KEY, resolve_stored_config
+    from aios_rl.control.plane import ControlPlane
+
+    plane = ControlPlane(tmp_path / "run")
+    try:
+        stored = ShellTrainConfig().model_dump(mode="json")
+        stored["control"]["semantics"] = 2  # what `shell train` stored before control.semantics 3
+        plane.store.set_meta(TRAIN_CONFIG_KEY, stored)
+        assert resolve_stored_config(plane, ShellTrainConfig()).control.semantics == 2
+    finally:
+        plane.close()

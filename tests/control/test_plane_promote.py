@@ -138,7 +138,7 @@ def test_a_run_stored_before_the_fold_rules_had_a_version_reopens_to_its_state(t
         assert reopened.replay_from_scratch() == state
     finally:
         reopened.close()
-    assert ControlConfig().semantics == 2  # new runs fold under today's rules
+    assert ControlConfig().semantics == 3  # new runs fold under today's rules
 
 
 @pytest.mark.parametrize(("snapshot_every", "change"), [

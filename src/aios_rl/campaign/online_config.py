@@ -81,8 +81,11 @@ def resume_config(
     if given is not None:  # the API key is never stored: the one given now is kept
         stored = stored.model_copy(update={"teacher_config": with_api_key_of(stored.teacher_config,
                                                                              given.teacher_config)})
-    if given is not None and given.model_copy(update={"max_tasks": stored.max_tasks}) != stored:
-        differ.append("--config file")
+    if given is not None:
+        # control.semantics is the run's own: the stored fold rules, whatever today's default is.
+        control = given.control.model_copy(update={"semantics": stored.control.semantics})
+        if given.model_copy(update={"max_tasks": stored.max_tasks, "control": control}) != stored:
+            differ.append("--config file")
     flat = stored.model_dump(mode="json")
     for key, value in overrides.items():
         if value is None or key == "max_tasks":

@@ -177,6 +177,7 @@ CHANGED_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("allocation", "rail", "l2"): 0.1,
     ("allocation", "rail", "promotion_margin"): None,
     ("warm_start_epochs",): 20,
+    ("control", "semantics"): 2,
 }
 
 

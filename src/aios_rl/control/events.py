@@ -46,13 +46,15 @@ class ControlConfig(ConfigModel):
     )
     snapshot_every: int = Field(default=64, ge=1, description="Write a state snapshot every N events.")
     semantics: int = Field(
-        default=2,
+        default=3,
         ge=1,
-        le=2,
+        le=3,
         description="Fold rules the run's events were written under (a stored run keeps its own, so it "
-        "reopens to the state it had). 2: windows reopened for failed comparisons or missing coverage count "
-        "toward ledger.max_monitor_windows, and an epoch closed as no_improvement ends a row of rollbacks. "
-        "1: runs stored before that, where neither did.",
+        "reopens to the state it had). 3: a rollback's trigger episodes move to the negative lane except "
+        "teacher boundary cases, which stay diagnostic_only (never trained on). 2: runs stored before that, "
+        "where a rollback moved those too. 2 and 3: windows reopened for failed comparisons or missing "
+        "coverage count toward ledger.max_monitor_windows, and an epoch closed as no_improvement ends a row "
+        "of rollbacks. 1: runs stored before that, where neither did.",
     )
 
 
@@ -126,8 +128,12 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
                 lin = lineage.rollback(
                     lin, p.get("reason", "degradation streak"), max_consecutive=config.max_consecutive_rollbacks
                 )
+                # A teacher boundary case stays diagnostic_only, as route_episode routes a rollback batch.
+                boundary = pool.query(lane="diagnostic_only") if config.semantics >= 3 else []
+                keep = {e.episode_id for e in boundary}
                 for episode_id in p.get("trigger_episodes", []):
-                    pool = pool.move(episode_id, "negative", config.replay)
+                    if episode_id not in keep:
+                        pool = pool.move(episode_id, "negative", config.replay)
             elif config.semantics >= 2 and led.current is not None and (
                 led.current.close_reason == "no_improvement"
             ):
