@@ -203,3 +203,13 @@ def test_counts() -> None:
 def test_epoch_state_rejects_bad_phase() -> None:
     with pytest.raises(Exception):
         EpochState(epoch=1, phase="dancing")
+
+
+def test_a_completed_comparison_without_an_outcome_is_refused_before_it_is_counted() -> None:
+    # Comparison(status="completed") leaves relative_outcome None; counted, it made every later close
+    # decision (and `aios-rl status`) fail with KeyError 'None' on a committed event.
+    state = with_results(["same"])
+    with pytest.raises(LedgerError, match="m9.*no relative_outcome"):
+        ledger.record_comparison(state, result(9, None))
+    filled = with_results(["same", "same", "same", "better"])
+    assert ledger.decide_close(filled.current, CFG) == "promote"

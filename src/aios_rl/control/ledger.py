@@ -158,6 +158,11 @@ def update_failed(state: LedgerState) -> LedgerState:
 
 def record_comparison(state: LedgerState, result: ComparisonResult) -> LedgerState:
     epoch = _require_phase(state, "monitoring")
+    if result.status == "completed" and result.relative_outcome is None:
+        raise LedgerError(
+            f"comparison of episode {result.episode_id} is completed but has no relative_outcome; record "
+            "better/same/worse, or status comparison_failed"
+        )
     if any(r.episode_id == result.episode_id for r in epoch.results):
         return state
     updated = epoch.model_copy(
