@@ -92,6 +92,11 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=100, help="pointer moves to time")
     parser.add_argument("--weights-mb", type=float, default=4.0, help="checkpoint size hashed per pointer move")
     args = parser.parse_args()
+    for flag, value in (("--events", args.events), ("--moves", args.moves)):
+        if value < 1:  # nothing to time: the medians below would have no samples
+            parser.error(f"{flag} must be at least 1, got {value}")
+    if args.weights_mb < 0:
+        parser.error(f"--weights-mb must not be negative, got {args.weights_mb:g}")
     episodes = [_episode(i) for i in range(args.events)]
     bodies = [e.model_dump_json() for e in episodes]
     with tempfile.TemporaryDirectory() as tmp:
