@@ -64,6 +64,15 @@ def targets(rows: list[dict]) -> list[str]:
     return lines
 
 
+def run(command: list[str]) -> None:
+    """Run an `aios-rl` command; its failure (which it has explained on stderr) ends this script with its
+    exit status rather than a CalledProcessError traceback."""
+    print("$ aios-rl " + " ".join(command[3:]), flush=True)
+    code = subprocess.run(command).returncode
+    if code:
+        raise SystemExit(code)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=120, help="tasks to generate (train + holdout)")
@@ -87,8 +96,7 @@ def main() -> None:
     if args.merge:
         command = [sys.executable, "-m", "aios_rl.cli", "bench", "merge-rollouts", *map(str, args.merge),
                    "--out", str(args.out)]
-        print("$ aios-rl " + " ".join(command[3:]), flush=True)
-        subprocess.run(command, check=True)
+        run(command)
         for line in targets(json.loads((args.out / "results.json").read_text())):
             print(line)
         return
@@ -107,9 +115,8 @@ def main() -> None:
         str(args.out),
         *bench_args,
     ]
-    print("$ aios-rl " + " ".join(command[3:]), flush=True)
     started = time.perf_counter()
-    subprocess.run(command, check=True)
+    run(command)
     print(f"\nbenchmark wall time: {(time.perf_counter() - started) / 60:.1f} min")
     for line in targets(json.loads((args.out / "results.json").read_text())):
         print(line)

@@ -1,0 +1,22 @@
+"""The rollout benchmark wraps `aios-rl bench rollouts`: the command's failure is its exit, not a traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def test_a_bad_bench_option_exits_with_the_commands_status(
+    load_benchmark, tmp_path: Path, monkeypatch, capfd
+) -> None:
+    bench = load_benchmark("rollouts")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()  # exists: nothing is generated
+    argv = ["rollouts.py", "--tasks", str(tasks), "--out", str(tmp_path / "out"), "--budget", "abc"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exited:
+        bench.main()
+    assert exited.value.code == 2  # argparse's usage error in the wrapped command, which printed why
+    assert "--budget" in capfd.readouterr().err
