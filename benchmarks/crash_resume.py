@@ -118,6 +118,10 @@ def main() -> None:
     if args.child is not None:
         child(args.child, args.tasks, args.config)
         return
+    if args.trials < 1:
+        parser.error(f"--trials must be at least 1, got {args.trials}")
+    if args.max_delay < 0:
+        parser.error(f"--max-delay must not be negative, got {args.max_delay:g}")
     from aios_rl.campaign.invariants import campaign_problems
     from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 
@@ -165,31 +169,34 @@ def main() -> None:
             flush=True,
         )
     print(file=sys.stderr)
-    print(
-        f"crash/resume: {kills} SIGKILLs, {campaigns} campaign(s), {campaigns - 1} resumed to completion, "
-        f"in {time.perf_counter() - started:.0f}s"
-    )
-    print(f"{'trials':>24} {kills}")
-    print(f"{'invariant violations':>24} {len(violations)}")
-    print(
-        f"{'mean resume time (s)':>24} {statistics.mean(resume_wall):.2f} wall from process start, "
-        f"{statistics.mean(resume_inproc):.3f} reopening the store (n={len(resume_wall)})"
-    )
-    print(f"{'re-run episodes per kill':>24} {statistics.mean(reruns):.2f} (max {max(reruns)})")
-    print(f"{'kills by phase':>24} " + ", ".join(f"{k} {v}" for k, v in sorted(phases.items())))
-    for line in violations[:20]:
-        print("  VIOLATION", line)
-    print(
-        json.dumps(
-            {
-                "trials": kills,
-                "violations": len(violations),
-                "mean_resume_s": statistics.mean(resume_wall),
-                "rerun_episodes_per_kill": statistics.mean(reruns),
-            }
-        )
-    )
+    elapsed = time.perf_counter() - started
+    for line in report_lines(kills, campaigns, elapsed, violations, resume_wall, resume_inproc, reruns, phases):
+        print(line)
 
+
+def report_lines(kills: int, campaigns: int, elapsed: float, violations: list[str], resume_wall: list[float],
+                 resume_inproc: list[float], reruns: list[int], phases: dict[str, int]) -> list[str]:
+    """The printed summary. Resume times average the children that resumed a campaign; with none (a single
+    trial kills the fresh campaign it started) the mean is left out, and null in the JSON line."""
+    resumed = (f"{statistics.mean(resume_wall):.2f} wall from process start, "
+               f"{statistics.mean(resume_inproc):.3f} reopening the store" if resume_wall else "- (nothing resumed)")
+    lines = [
+        f"crash/resume: {kills} SIGKILLs, {campaigns} campaign(s), {campaigns - 1} resumed to completion, "
+        f"in {elapsed:.0f}s",
+        f"{'trials':>24} {kills}",
+        f"{'invariant violations':>24} {len(violations)}",
+        f"{'mean resume time (s)':>24} {resumed} (n={len(resume_wall)})",
+        f"{'re-run episodes per kill':>24} {statistics.mean(reruns):.2f} (max {max(reruns)})",
+        f"{'kills by phase':>24} " + ", ".join(f"{k} {v}" for k, v in sorted(phases.items())),
+    ]
+    lines += [f"  VIOLATION {line}" for line in violations[:20]]
+    summary = {
+        "trials": kills,
+        "violations": len(violations),
+        "mean_resume_s": statistics.mean(resume_wall) if resume_wall else None,
+        "rerun_episodes_per_kill": statistics.mean(reruns),
+    }
+    return [*lines, json.dumps(summary)]
 
 if __name__ == "__main__":
     main()
