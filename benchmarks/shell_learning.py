@@ -250,15 +250,22 @@ def main() -> None:
         return
     trainer_update = key_values(parser, "--trainer", args.trainer, TrainerConfig)
     settings = key_values(parser, "--setting", args.setting, ShellTrainConfig)
+    if not 0 < args.label_fraction <= 1:
+        parser.error(f"--label-fraction must be in (0, 1], got {args.label_fraction}")
+    if not 0 <= args.val_fraction < 1:
+        parser.error(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
+    unknown = [key for key in args.configs.split(",") if key.strip() not in SHORT]
+    if unknown:
+        parser.error(f"--configs: unknown {unknown}; choose from {', '.join(SHORT)}")
+    chosen = {SHORT[key.strip()]: dict(CONFIGS[SHORT[key.strip()]]) for key in args.configs.split(",")}
+    if not args.rescore and not args.val_fraction and any(c.get("gate") for c in chosen.values()):
+        parser.error("--configs: the gated configurations need --val-fraction (the validation tasks they are "
+                     "gated on)")
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     tasks_dir = args.tasks or args.out / "tasks"
     if not tasks_dir.exists():
         generate_benchmark(tasks_dir, GeneratorConfig(count=args.count, seed=0))
-    if not 0 < args.label_fraction <= 1:
-        parser.error(f"--label-fraction must be in (0, 1], got {args.label_fraction}")
-    if not 0 <= args.val_fraction < 1:
-        parser.error(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
     val_dir = None
     if args.label_fraction < 1 or args.val_fraction > 0:
         name = f"tasks-labels-{args.label_fraction:g}" + (f"-val-{args.val_fraction:g}" if args.val_fraction else "")
@@ -281,15 +288,9 @@ def main() -> None:
         if val_dir is not None:
             add(name, val_eval(policy, val_dir, sandbox, seed))
 
-    unknown = [key for key in args.configs.split(",") if key.strip() not in SHORT]
-    if unknown:
-        parser.error(f"--configs: unknown {unknown}; choose from {', '.join(SHORT)}")
-    chosen = {SHORT[key.strip()]: dict(CONFIGS[SHORT[key.strip()]]) for key in args.configs.split(",")}
     if args.rescore:
         rescore(args, tasks_dir, list(chosen))
         return
-    if val_dir is None and any(c.get("gate") for c in chosen.values()):
-        parser.error("the gated configurations need --val-fraction (the validation tasks they are gated on)")
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         if not args.no_baselines:
             add("uniform-random candidates", scored("uniform-random candidates", UniformPolicy(), seed))
