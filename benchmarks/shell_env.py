@@ -59,6 +59,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16, help="random-policy episodes to time")
     parser.add_argument("--group", type=int, default=8, help="episodes per task (a rollout group)")
     args = parser.parse_args()
+    for flag in ("tasks", "repeats", "episodes", "group"):
+        if getattr(args, flag) < 1:  # no samples: an empty median or 0 episodes per minute to divide by
+            parser.error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     torch.set_num_threads(1)
     sandbox = Sandbox()
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,22 @@
+"""The shell environment benchmark refuses sizes that measure nothing before it generates any task."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("flag", ["--tasks=0", "--repeats=0", "--episodes=0", "--group=0"])
+def test_a_size_that_measures_nothing_is_a_usage_error(load_benchmark, monkeypatch, capsys, flag: str) -> None:
+    bench = load_benchmark("shell_env")
+
+    def generate(*args, **kwargs):
+        raise AssertionError("generated tasks before checking the flags")
+
+    monkeypatch.setattr(bench, "generate_benchmark", generate)
+    monkeypatch.setattr(sys, "argv", ["shell_env.py", flag])
+    with pytest.raises(SystemExit) as exited:
+        bench.main()
+    assert exited.value.code == 2
+    assert flag.split("=")[0] in capsys.readouterr().err
