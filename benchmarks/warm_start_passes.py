@@ -98,6 +98,8 @@ def main() -> None:
         parser.error(f"--passes must be comma-separated integers, got {args.passes!r}")
     if not marks or marks[0] < 1:
         parser.error(f"--passes must be positive, got {args.passes!r}")
+    if args.seeds < 1:  # no student trained: nothing to average
+        parser.error(f"--seeds must be at least 1, got {args.seeds}")
     if args.workers < 1:
         parser.error(f"--workers must be at least 1, got {args.workers}")
     if not 0 < args.label_fraction <= 1:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -44,3 +46,18 @@ def test_a_fix_the_opening_does_not_offer_is_a_miss_without_a_loss(bench) -> Non
     logits = student.forward([offered], ["shell"]).logits[0][:3].detach()
     assert ranks == [bench.reference_rank(logits, 1), 2]
     assert losses == [pytest.approx(float(-torch.log_softmax(logits, 0)[1]), abs=1e-5)]
+
+
+def test_no_seeds_is_a_usage_error_before_the_demonstrations_are_built(
+    bench, tmp_path, monkeypatch, capsys
+) -> None:
+    # --seeds 0 built every demonstration (sandboxed runs), then died averaging no scores (StatisticsError).
+    def load_tasks(*args, **kwargs):
+        raise AssertionError("loaded the task set before checking the flags")
+
+    monkeypatch.setattr(bench, "load_tasks", load_tasks)
+    monkeypatch.setattr(sys, "argv", ["warm_start_passes.py", "--tasks", str(tmp_path), "--seeds", "0"])
+    with pytest.raises(SystemExit) as exited:
+        bench.main()
+    assert exited.value.code == 2
+    assert "--seeds must be at least 1, got 0" in capsys.readouterr().err
