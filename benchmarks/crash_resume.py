@@ -170,16 +170,18 @@ def main() -> None:
         )
     print(file=sys.stderr)
     elapsed = time.perf_counter() - started
-    for line in report_lines(kills, campaigns, elapsed, violations, resume_wall, resume_inproc, reruns, phases):
-        print(line)
+    lines = report_lines(kills, campaigns, elapsed, violations, resume_wall, resume_inproc, reruns, phases)
+    print("\n".join(lines))
 
 
 def report_lines(kills: int, campaigns: int, elapsed: float, violations: list[str], resume_wall: list[float],
                  resume_inproc: list[float], reruns: list[int], phases: dict[str, int]) -> list[str]:
     """The printed summary. Resume times average the children that resumed a campaign; with none (a single
     trial kills the fresh campaign it started) the mean is left out, and null in the JSON line."""
-    resumed = (f"{statistics.mean(resume_wall):.2f} wall from process start, "
-               f"{statistics.mean(resume_inproc):.3f} reopening the store" if resume_wall else "- (nothing resumed)")
+    resumed = "- (nothing resumed)"
+    if resume_wall:
+        resumed = (f"{statistics.mean(resume_wall):.2f} wall from process start, "
+                   f"{statistics.mean(resume_inproc):.3f} reopening the store")
     lines = [
         f"crash/resume: {kills} SIGKILLs, {campaigns} campaign(s), {campaigns - 1} resumed to completion, "
         f"in {elapsed:.0f}s",

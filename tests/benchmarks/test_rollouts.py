@@ -1,4 +1,4 @@
-"""The rollout benchmark wraps `aios-rl bench rollouts`: the command's failure is its exit, not a traceback."""
+"""The rollout benchmark wraps `aios-rl bench rollouts`: the command's failure is its exit, no traceback."""
 
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ import pytest
 
 
 @pytest.mark.parametrize("flag", ["--tasks=0", "--repeats=0", "--episodes=0", "--group=0"])
-def test_a_size_that_measures_nothing_is_a_usage_error(load_benchmark, monkeypatch, capsys, flag: str) -> None:
+def test_a_size_that_measures_nothing_is_a_usage_error(
+    load_benchmark, monkeypatch, capsys, flag: str
+) -> None:
     bench = load_benchmark("shell_env")
 
     def generate(*args, **kwargs):
