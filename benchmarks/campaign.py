@@ -110,7 +110,7 @@ def main() -> None:
             }.values()
         )
         scores = {
-            c: (success(run, c, holdout, sandbox), success(run, c, train, sandbox))
+            c: (success(run, c, holdout, sandbox), success(run, c, served, sandbox))
             for c in dict.fromkeys(actives)
         }
         results[name] = (actives, summary, scores)

@@ -1,0 +1,35 @@
+"""The campaign benchmark's 'train' columns score the tasks the campaign serves, as its header says."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from aios_rl.campaign.slots import slot_task
+
+
+def test_the_train_columns_are_scored_on_the_served_tasks(
+    load_benchmark, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    bench = load_benchmark("campaign")
+    train = [SimpleNamespace(task_id=f"train-{i}") for i in range(22)]
+    holdout = [SimpleNamespace(task_id=f"holdout-{i}") for i in range(10)]
+    scored: list[list[str]] = []
+
+    def success(run, checkpoint, tasks, sandbox) -> float:
+        scored.append([t.task_id for t in tasks])
+        return 0.5
+
+    summary = {"pointers": {"active": "c1"}, "updates": 1, "rollbacks": 0, "promotions": 0, "comparisons": {}}
+    monkeypatch.setattr(bench, "load_tasks", lambda path, split: holdout if split == "holdout" else train)
+    monkeypatch.setattr(bench, "run_campaign", lambda run, tasks, slots, seed, net: (["c1"] * slots, summary))
+    monkeypatch.setattr(bench, "success", success)
+    monkeypatch.setattr(bench, "Sandbox", lambda config: None)
+    monkeypatch.setattr(sys, "argv", ["campaign.py", "--tasks", str(tmp_path), "--max-tasks", "16"])
+    bench.main()
+    served = {slot_task(train, 0, k)[0].task_id for k in range(16)}
+    assert len(served) < len(train)  # 16 slots in the first pass over 22 tasks: 16 of them
+    assert f"the {len(served)} tasks the campaign serves" in capsys.readouterr().out
+    train_scored = [ids for ids in scored if ids[0].startswith("train")]
+    assert train_scored and all(set(ids) == served for ids in train_scored)
