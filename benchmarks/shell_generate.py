@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 
 
@@ -27,7 +29,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    config = GeneratorConfig(count=args.count, seed=args.seed, workers=args.workers)
+    try:
+        config = GeneratorConfig(count=args.count, seed=args.seed, workers=args.workers)
+    except ValidationError as exc:  # e.g. --count 0: the message names the field, which is the flag's name
+        parser.error("; ".join(f"--{error['loc'][0]}: {error['msg']}" for error in exc.errors()))
     with tempfile.TemporaryDirectory(prefix="aios-rl-bench-gen-") as tmp:
         load_before = os.getloadavg()[0]
         wall0 = time.monotonic()
