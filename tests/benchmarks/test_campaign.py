@@ -26,6 +26,7 @@ def test_the_train_columns_are_scored_on_the_served_tasks(
     monkeypatch.setattr(bench, "run_campaign", lambda run, tasks, slots, seed, net: (["c1"] * slots, summary))
     monkeypatch.setattr(bench, "success", success)
     monkeypatch.setattr(bench, "Sandbox", lambda config: None)
+    monkeypatch.setattr(bench.tempfile, "mkdtemp", lambda prefix: str(tmp_path / "root"))
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--tasks", str(tmp_path), "--max-tasks", "16"])
     bench.main()
     served = {slot_task(train, 0, k)[0].task_id for k in range(16)}
