@@ -381,3 +381,12 @@ def test_an_answer_counts_as_one_json_action_exactly_when_the_shell_env_reads_it
     from aios_rl.envs.shell.actions import Invalid, parse_action
 
     assert is_json_action(answer) == (not isinstance(parse_action(answer), Invalid))
+
+
+def test_lora_target_modules_accepts_one_module_name_as_a_string(model_dir: Path) -> None:
+    # The field's contract is "names, or 'all-linear'": one name written as a plain string (YAML
+    # `lora_target_modules: q_proj`) must put adapters on those modules, as the one-name tuple does.
+    as_string = student(model_dir, lora=True, lora_target_modules="q_proj").state_dict()
+    as_tuple = student(model_dir, lora=True, lora_target_modules=("q_proj",)).state_dict()
+    assert as_string.keys() == as_tuple.keys()
+    assert any("q_proj.lora_A" in k for k in as_string)

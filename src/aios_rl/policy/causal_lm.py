@@ -79,7 +79,8 @@ class CausalLMStudentConfig(ConfigModel):
     )
     lora_target_modules: str | tuple[str, ...] = Field(
         default="all-linear",
-        description="Modules that get adapters: names, or 'all-linear' (every Linear but the LM head).",
+        description="Modules that get adapters: names (one name may be a plain string), or 'all-linear' "
+        "(every Linear but the LM head).",
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         default="float32", description="Weights dtype of the language model (the value head stays float32)."
@@ -620,11 +621,14 @@ class CausalLMStudent:
         from peft import LoraConfig, get_peft_model  # peft only when asked for: it is slow to import
 
         target = self.config.lora_target_modules
+        # peft reads any string but "all-linear" as a regular expression that must match a WHOLE module path,
+        # so one name given as a string ("q_proj") would match nothing: it goes in as a one-name list.
+        modules = target if target == "all-linear" else [target] if isinstance(target, str) else list(target)
         lora = LoraConfig(
             r=self.config.lora_r,
             lora_alpha=self.config.lora_alpha,
             lora_dropout=self.config.lora_dropout,
-            target_modules=target if isinstance(target, str) else list(target),
+            target_modules=modules,
             task_type="CAUSAL_LM",
         )
         # peft draws the A matrices from torch's global RNG: seed it locally for reproducible adapters.
