@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
-from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.errors import ConfigError, PolicyError
 from aios_rl.policy.compact import CompactStudent
 from aios_rl.policy.factory import policy_spec
 
@@ -42,3 +42,10 @@ def test_a_relative_model_directory_is_stored_absolute(
     assert Path(restored.config_dict()["model_path"]) == model_dir.resolve()
     # a model id of the Hugging Face cache is no local directory and stays as given
     assert StudentConfig(kind="causal-lm", model_path="org/some-model").model_path == "org/some-model"
+
+
+def test_a_checkpoint_spec_this_version_cannot_read_is_a_policy_error() -> None:
+    """A checkpoint's policy spec with a setting this version does not know (written by another version, or
+    edited) is a PolicyError naming the setting, like weights that do not fit; it was a raw ValidationError."""
+    with pytest.raises(PolicyError, match="new_knob"):
+        restore_student({"kind": "compact", "config": {"buckets": 64, "new_knob": 1}}, {})

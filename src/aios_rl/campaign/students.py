@@ -10,7 +10,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from aios_rl.algos.trainer import load_policy_weights
 from aios_rl.contracts.config import ConfigModel
-from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.errors import ConfigError, PolicyError
 from aios_rl.contracts.validate import problems_from
 from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import build_policy
@@ -76,7 +76,19 @@ def make_student(config: StudentConfig, *, seed: int) -> Policy:
 
 
 def restore_student(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Policy:
-    """Rebuild a student from a checkpoint's policy spec and tensors."""
-    policy = build_policy(spec)
+    """Rebuild a student from a checkpoint's policy spec and tensors.
+
+    Raises:
+        PolicyError: the spec's config is not one this version accepts (written by another version?) or the
+            tensors do not fit the student.
+    """
+    try:
+        policy = build_policy(spec)
+    except ValidationError as exc:  # the checkpoint's own config, validated only here
+        problems = "; ".join(problems_from(exc))
+        raise PolicyError(
+            f"the checkpoint's {spec.get('kind')} student config does not fit this version of aios-rl "
+            f"(written by a different version?): {problems}; start a new run directory"
+        ) from None
     load_policy_weights(policy, tensors)
     return policy
