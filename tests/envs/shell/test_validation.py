@@ -225,3 +225,20 @@ def test_run_suite_leaves_the_source_untouched(tmp_path: Path, sandbox) -> None:
 )
 def test_one_rule_decides_whether_a_command_runs_pytest(argv: list[str], expected: bool) -> None:
     assert is_pytest(argv) is expected
+
+
+def test_parse_pytest_final_line_with_subtests() -> None:
+    # pytest 9 reports subtests (its own and unittest's subTest) with two-word counts on the final line.
+    out = "\n".join([
+        "PASSED tests/test_u.py::T::test_a",
+        "1 passed, 3 subtests passed in 0.60s",
+    ])
+    run = parse_pytest(out, 0)
+    assert run.complete and run.passed
+    assert run.counts == {"passed": 1, "subtests passed": 3}
+    failed, counts = failed_and_counts(
+        "FAILED tests/t.py::test_sub - contains 1 failed subtest\n"
+        "3 failed, 5 passed, 1 xfailed, 1 warning, 2 subtests passed in 1.17s"
+    )
+    assert failed == ["tests/t.py::test_sub"]
+    assert counts == {"failed": 3, "passed": 5, "xfailed": 1, "warning": 1, "subtests passed": 2}

@@ -21,9 +21,10 @@ PYTEST_REPORT_ARGS: tuple[str, ...] = ("-rA", "--tb=short", "-p", "no:cacheprovi
 
 # "FAILED tests/test_x.py::test_y[a-b] - AssertionError: ..." (the reason after " - " is optional).
 _OUTCOME_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+?(?:\[.*?\])?)(?: - .*)?$")
-# The last line: "==== 1 failed, 26 passed in 0.40s ====" or, under -q, "1 failed, 26 passed in 0.40s".
-_FINAL_LINE = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+|no tests ran) in [\d.]+s\b")
-_COUNT = re.compile(r"(\d+) ([a-z]+)")
+# The last line: "==== 1 failed, 26 passed in 0.40s ====" or, under -q, "1 failed, 26 passed in 0.40s";
+# pytest 9 counts subtests (unittest's subTest too) in two words: "1 passed, 3 subtests passed in 0.60s".
+_FINAL_LINE = re.compile(r"^=*\s*((?:\d+ [a-z]+(?: [a-z]+)?(?:, )?)+|no tests ran) in [\d.]+s\b")
+_COUNT = re.compile(r"(\d+) ([a-z]+(?: [a-z]+)?)")
 # --tb=short frame header: "roman.py:19: in to_roman"
 _FRAME = re.compile(r"^(\S+\.py):(\d+): in (\S+)$")
 # Wall-clock durations and memory addresses change from run to run; they are masked in what the student
