@@ -505,3 +505,19 @@ def test_a_diff_in_a_directory_never_writes_into_a_pipe_or_half_applies(tmp_path
     with pytest.raises(EnvError, match="not a directory"):
         apply_unified_diff(tmp_path, both)
     assert (tmp_path / "calc.py").read_text() == "a\nb\n"
+
+
+def test_a_lone_carriage_return_is_refused_not_mislocated() -> None:
+    # Python ends a line at a lone "\r" too, so AST lines no longer match the text's "\n" lines: sites
+    # were taken from the wrong characters (a space or a letter replaced), or an IndexError was raised.
+    shifted = "X = 1  # old\rY = 2\n\ndef g(a, b):\n    c = a + b\n    return c < b\n"
+    old_mac = "def f(a, b):\r    x = a + b\r    return x - 1\r"
+    for source, qualname in ((shifted, "g"), (old_mac, "f")):
+        with pytest.raises(EnvError, match="carriage return"):
+            enumerate_mutations(source, "m.py", [qualname])
+        with pytest.raises(EnvError, match="carriage return"):
+            fix_candidates(source, "m.py", [qualname])
+    crlf = "def f(a, b):\r\n    return a < b\r\n"
+    swaps = enumerate_mutations(crlf, "m.py", operators=["comparison_swap"])
+    assert {apply_mutation(crlf, m) for m in swaps} == {"def f(a, b):\r\n    return a <= b\r\n",
+                                                        "def f(a, b):\r\n    return a > b\r\n"}

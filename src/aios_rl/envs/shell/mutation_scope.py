@@ -11,6 +11,7 @@ import ast
 import bisect
 import io
 import itertools
+import re
 import tokenize
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -29,6 +30,11 @@ class Source:
             self.tree = python_ast.parse(text)
         except (SyntaxError, ValueError) as exc:
             raise EnvError(f"cannot parse module source: {exc}") from exc
+        lone_cr = re.search(r"\r(?!\n)", text)
+        if lone_cr:  # Python ends a line there too, so AST positions would not match the "\n" lines
+            line = text.count("\n", 0, lone_cr.start()) + 1
+            raise EnvError(f"module source has a lone carriage return on line {line} (only \\n and \\r\\n "
+                           "line endings are supported); convert its line endings to edit it")
         self.lines = split_lines(text)
         self.line_starts = list(itertools.accumulate((len(x) for x in self.lines), initial=0))
         self.tokens: list[tuple[int, int, str]] = []  # (start, end, string) of OP/NAME tokens but parens
