@@ -242,3 +242,19 @@ def test_parse_pytest_final_line_with_subtests() -> None:
     )
     assert failed == ["tests/t.py::test_sub"]
     assert counts == {"failed": 3, "passed": 5, "xfailed": 1, "warning": 1, "subtests passed": 2}
+
+
+def test_parse_pytest_failed_unittest_subtest_fails_its_test() -> None:
+    # pytest 9 reports a unittest test whose subTest failed as PASSED, plus a SUBFAILED line naming it.
+    out = "\n".join([
+        "PASSED tests/test_u.py::T::test_a",
+        "PASSED tests/test_u.py::T::test_b",
+        "SUBFAILED(i=1) tests/test_u.py::T::test_a - AssertionError: False is not true",
+        "SUBFAILED[a - b] (x=(1, 2)) tests/test_u.py::T::test_c[p q] - AssertionError",
+        "SUBFAILED(<subtest>) tests/test_u.py::T::test_d",
+        "3 failed, 2 passed, 2 subtests passed in 0.70s",
+    ])
+    run = parse_pytest(out, 1)
+    assert run.passing == ("tests/test_u.py::T::test_b",)
+    assert run.failing == ("tests/test_u.py::T::test_a", "tests/test_u.py::T::test_c[p q]",
+                           "tests/test_u.py::T::test_d")

@@ -21,6 +21,9 @@ PYTEST_REPORT_ARGS: tuple[str, ...] = ("-rA", "--tb=short", "-p", "no:cacheprovi
 
 # "FAILED tests/test_x.py::test_y[a-b] - AssertionError: ..." (the reason after " - " is optional).
 _OUTCOME_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+?(?:\[.*?\])?)(?: - .*)?$")
+# pytest 9: "SUBFAILED[msg] (i=1) tests/test_x.py::T::test_y - AssertionError"; a unittest test whose
+# subTest failed is otherwise listed as PASSED, so this line alone says it failed.
+_SUBFAILED_LINE = re.compile(r"^SUBFAILED(?:\[.*?\])? ?(?:\(.*?\))? (\S+?::\S+?(?:\[.*?\])?)(?: - .*)?$")
 # The last line: "==== 1 failed, 26 passed in 0.40s ====" or, under -q, "1 failed, 26 passed in 0.40s";
 # pytest 9 counts subtests (unittest's subTest too) in two words: "1 passed, 3 subtests passed in 0.60s".
 _FINAL_LINE = re.compile(r"^=*\s*((?:\d+ [a-z]+(?: [a-z]+)?(?:, )?)+|no tests ran) in [\d.]+s\b")
@@ -96,9 +99,10 @@ def parse_pytest(output: str, returncode: int, *, timed_out: bool = False) -> Su
     """Per-test outcomes from pytest output produced with ``-rA --tb=short``.
 
     Node ids come from the short test summary; a parametrised id keeps its ``[...]`` part. Tests marked
-    ``XFAIL`` are neither passing nor failing; ``XPASS`` counts as passing. Without ``-rA`` (pytest's
-    default summary, which task validation reads) the failing ids and the counts are still complete; only
-    ``passing`` stays empty.
+    ``XFAIL`` are neither passing nor failing; ``XPASS`` counts as passing; a test with a ``SUBFAILED``
+    subtest is failing (pytest 9 lists a unittest test whose subTest failed as ``PASSED`` too). Without
+    ``-rA`` (pytest's default summary, which task validation reads) the failing ids and the counts are still
+    complete; only ``passing`` stays empty.
 
     Args:
         output: stdout (and stderr) of the run.
@@ -121,12 +125,17 @@ def parse_pytest(output: str, returncode: int, *, timed_out: bool = False) -> Su
             elif kind in ("FAILED", "ERROR"):
                 failing.append(node)
             continue
+        sub_failed = _SUBFAILED_LINE.match(line)
+        if sub_failed:
+            failing.append(sub_failed.group(1))
+            continue
         final = _FINAL_LINE.match(line.strip())
         if final:
             complete = True
             counts = {_count_key(word): int(n) for n, word in _COUNT.findall(final.group(1))}
+    failed = set(failing)
     return SuiteRun(
-        passing=tuple(dict.fromkeys(passing)),
+        passing=tuple(dict.fromkeys(node for node in passing if node not in failed)),
         failing=tuple(dict.fromkeys(failing)),
         counts=counts,
         returncode=returncode,
