@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from aios_rl.cli.main import app
-from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.errors import AiosRlError, ConfigError
 
 
 def test_tasks_from_repo_with_an_unbalanced_quote_in_the_test_command(tmp_path: Path) -> None:
@@ -17,3 +17,12 @@ def test_tasks_from_repo_with_an_unbalanced_quote_in_the_test_command(tmp_path: 
     assert isinstance(result.exception, ConfigError), result.exception
     assert "--test-cmd" in str(result.exception)
     assert not (tmp_path / "out").exists()
+
+
+def test_import_tasks_into_a_file_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "out").write_text("not a directory")
+    result = CliRunner().invoke(app, ["shell", "import-tasks", str(tmp_path / "src"), "--out", str(tmp_path / "out")])
+    assert isinstance(result.exception, AiosRlError), result.exception
+    assert "--out" in str(result.exception) and "not a directory" in str(result.exception)
+    assert (tmp_path / "out").read_text() == "not a directory"

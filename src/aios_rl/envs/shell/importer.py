@@ -68,12 +68,14 @@ def import_tasks(
 
     Raises:
         ContractError: ``src`` is not a directory.
-        EnvError: ``out`` lies inside ``src`` (it would be imported into itself).
+        EnvError: ``out`` lies inside ``src`` (it would be imported into itself), or is not a directory.
         SandboxError: bubblewrap is unusable.
     """
     task_dirs = iter_task_dirs(src)
     if out.resolve().is_relative_to(src.resolve()):
         raise EnvError(f"--out {out} lies inside {src}; import into a directory outside the source")
+    if out.exists() and not out.is_dir():
+        raise EnvError(f"--out {out} exists and is not a directory; import into a new or existing task set")
     out.mkdir(parents=True, exist_ok=True)
     sandbox = sandbox or validation_sandbox()
     checks = check_tasks(task_dirs, sandbox, workers=workers, show_progress=show_progress)
