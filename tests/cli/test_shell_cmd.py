@@ -26,3 +26,10 @@ def test_import_tasks_into_a_file_is_an_error_not_a_traceback(tmp_path: Path) ->
     assert isinstance(result.exception, AiosRlError), result.exception
     assert "--out" in str(result.exception) and "not a directory" in str(result.exception)
     assert (tmp_path / "out").read_text() == "not a directory"
+
+
+def test_eval_with_a_non_finite_temperature_is_a_config_error(tmp_path: Path) -> None:
+    for value in ("nan", "inf"):
+        result = CliRunner().invoke(app, ["shell", "eval", "--run", str(tmp_path), "--temperature", value])
+        assert isinstance(result.exception, ConfigError), result.exception
+        assert "--temperature" in str(result.exception)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,8 +49,8 @@ def run_shell_eval(
     ``temperature`` 0 decodes greedily, so ``samples`` > 1 only repeats the same episodes; a positive
     temperature samples, and ``samples`` episodes per task then estimate the sampled success rate.
     """
-    if temperature < 0:
-        raise ConfigError(f"--temperature must be >= 0 (0: greedy), got {temperature}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ConfigError(f"--temperature must be a finite number >= 0 (0: greedy), got {temperature}")
     if samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {samples}")
     regime = GREEDY if temperature == 0 else DecodingRegime(name="sampled", temperature=temperature)
