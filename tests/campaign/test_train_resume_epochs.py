@@ -88,3 +88,29 @@ def test_continuing_with_an_invalid_epoch_count_is_a_config_error(tmp_path: Path
     with pytest.raises(ConfigError, match="epochs"):  # `shell train --run RUN --epochs 0`
         open_training(run, epochs=0)
     assert stored(run)["epochs"] == 2
+
+
+def test_a_run_of_another_command_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    import torch
+
+    from aios_rl.control.events import ControlConfig
+
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    plane = ControlPlane(run, ControlConfig())  # e.g. an online campaign or a demo: events, no training config
+    try:
+        plane.save_checkpoint("ckpt-0", {"w": torch.zeros(1)}, {})
+        plane.initialize("ckpt-0")
+        events = plane.store.event_count()
+    finally:
+        plane.close()
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none")
+    with pytest.raises(ConfigError, match="not a `shell train` run"):
+        ShellTraining(run, tasks, config)
+    plane = ControlPlane(run, writer=False)
+    try:
+        assert plane.store.event_count() == events
+        assert plane.store.get_meta(TRAIN_CONFIG_KEY) is None and plane.store.get_meta("tasks_dir") is None
+        assert plane.state.lineage.active == "ckpt-0"
+    finally:
+        plane.close()

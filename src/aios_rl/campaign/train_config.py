@@ -208,9 +208,13 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
     A resume's epoch count is not stored here: :func:`store_epochs` does that once the run is set up.
 
     Raises:
-        ConfigError: ``config`` differs from the stored configuration in more than its epochs.
+        ConfigError: ``config`` differs from the stored configuration in more than its epochs, or the run
+            directory holds the events of another command's run (an online campaign, a demo).
     """
     raw = plane.store.get_meta(TRAIN_CONFIG_KEY)
+    if raw is None and plane.store.event_count() > 0:
+        raise ConfigError(f"{plane.run_dir} is not a `shell train` run: it holds another command's run "
+                          "(no training configuration); use a new --run")
     if raw is None:
         plane.store.set_meta(TRAIN_CONFIG_KEY, config.model_dump(mode="json"))
         return config
