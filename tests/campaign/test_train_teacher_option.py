@@ -135,3 +135,19 @@ def test_a_run_stored_under_the_previous_fold_rules_resumes_with_the_same_comman
         assert resolve_stored_config(plane, ShellTrainConfig()).control.semantics == 2
     finally:
         plane.close()
+
+
+def test_an_unknown_backend_is_refused_before_the_run_directory_exists(tmp_path) -> None:
+    import sys
+    from pathlib import Path
+
+    from aios_rl.campaign.train import ShellTraining
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+    from test_env import make_task
+
+    make_task(tmp_path)
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="codx")
+    with pytest.raises(ConfigError, match="did you mean 'codex'"):
+        ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    assert not (tmp_path / "run").exists()  # so the corrected command starts the run afresh

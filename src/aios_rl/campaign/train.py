@@ -54,7 +54,7 @@ from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import build_policy
 from aios_rl.rollout.engine import GroupOutcome
 from aios_rl.teacher.calibrate import DisagreementMonitor
-from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
+from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway, resolve_backend
 
 log = logging.getLogger(__name__)
 
@@ -248,8 +248,11 @@ class ShellTraining:
         if new_run and config.student.kind != "causal-lm" and config.student.model_path is not None:
             raise ConfigError(f"student.model_path ({config.student.model_path}) is for the causal-lm student, "
                               f"but this run trains a {config.student.kind} one; set student.kind: causal-lm")
-        # A bad --init-from or validation set fails before the run directory exists, so fixing it does not
-        # need a new --run.
+        # A bad --init-from, teacher name or validation set fails before the run directory exists, so fixing
+        # it does not need a new --run.
+        if new_run:
+            for name in teacher_backends(config.teacher):
+                resolve_backend(name)
         start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
         train_tasks = load_train_tasks(tasks_dir)
         # A new run stores ``config`` as given, so this split is the run's own.
