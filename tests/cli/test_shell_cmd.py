@@ -33,3 +33,34 @@ def test_eval_with_a_non_finite_temperature_is_a_config_error(tmp_path: Path) ->
         result = CliRunner().invoke(app, ["shell", "eval", "--run", str(tmp_path), "--temperature", value])
         assert isinstance(result.exception, ConfigError), result.exception
         assert "--temperature" in str(result.exception)
+
+
+def _task_set(root: Path) -> Path:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+    from test_env import make_task
+
+    make_task(root)
+    return root / "tasks"
+
+
+def test_train_refuses_a_run_inside_its_task_directory(tmp_path: Path) -> None:
+    tasks = _task_set(tmp_path)
+    before = sorted(p.name for p in tasks.iterdir())
+    for run in (tasks, tasks / "run"):
+        result = CliRunner().invoke(app, ["shell", "train", "--tasks", str(tasks), "--run", str(run),
+                                          "--epochs", "1", "--teacher", "none"])
+        assert isinstance(result.exception, ConfigError), result.exception
+        assert "--run" in str(result.exception)
+        assert sorted(p.name for p in tasks.iterdir()) == before  # the task set stays loadable
+
+
+def test_campaign_refuses_a_run_inside_its_task_directory(tmp_path: Path) -> None:
+    tasks = _task_set(tmp_path)
+    before = sorted(p.name for p in tasks.iterdir())
+    result = CliRunner().invoke(app, ["shell", "campaign", "--tasks", str(tasks), "--run", str(tasks),
+                                      "--max-tasks", "1", "--teacher", "none"])
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert "--run" in str(result.exception)
+    assert sorted(p.name for p in tasks.iterdir()) == before

@@ -67,7 +67,13 @@ from aios_rl.campaign.slots import (
     slot_task,
 )
 from aios_rl.campaign.students import make_student, restore_student
-from aios_rl.campaign.train import ShellTrainConfig, build_teacher, load_train_tasks, teacher_backends
+from aios_rl.campaign.train import (
+    ShellTrainConfig,
+    build_teacher,
+    check_run_outside_tasks,
+    load_train_tasks,
+    teacher_backends,
+)
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task, Verification
 from aios_rl.contracts.errors import AiosRlError, ConfigError, TrainingError
 from aios_rl.control.compare import compare_matched, get_comparator
@@ -123,6 +129,8 @@ class OnlineCampaign:
             )
         # A fresh start refuses a bad task set before it creates the store: nothing is left to block a retry.
         fresh = None if existed else train_tasks(tasks_dir)
+        if not existed:
+            check_run_outside_tasks(self.run_dir, tasks_dir)
         self.plane = ControlPlane(self.run_dir, None if existed else config.control)
         try:
             self.config, self.campaign_id, self.tasks, meta = self._setup(config, tasks_dir, resume, fresh)

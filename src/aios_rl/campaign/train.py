@@ -91,6 +91,20 @@ def teacher_backends(spec: str) -> list[str]:
     return names
 
 
+def check_run_outside_tasks(run_dir: Path, *task_dirs: Path | str | None) -> None:
+    """Refuse a run directory that is, or lies inside, a task directory: its control.db, checkpoints/ and
+    metrics.jsonl would join the task set, and every later load of that set would reject it.
+
+    Raises:
+        ConfigError: it is.
+    """
+    run = Path(run_dir).resolve()
+    for tasks in task_dirs:
+        if tasks is not None and run.is_relative_to(Path(tasks).resolve()):
+            raise ConfigError(f"--run {run_dir} lies inside the task directory {tasks}, whose task set its files "
+                              "would break; choose a --run outside it")
+
+
 def build_teacher(config: ShellTrainConfig, run_dir: Path | None = None) -> Teacher | None:
     """The oracle alone, or the gateway over the chosen backends (the oracle available to it).
 
@@ -244,6 +258,7 @@ class ShellTraining:
     """One training run in one run directory."""
 
     def __init__(self, run_dir: Path, tasks_dir: Path, config: ShellTrainConfig) -> None:
+        check_run_outside_tasks(run_dir, tasks_dir, config.validation.tasks_dir)
         new_run = not (run_dir / "control.db").exists()
         if new_run and config.student.kind != "causal-lm" and config.student.model_path is not None:
             raise ConfigError(f"student.model_path ({config.student.model_path}) is for the causal-lm student, "
