@@ -64,3 +64,12 @@ def test_campaign_refuses_a_run_inside_its_task_directory(tmp_path: Path) -> Non
     assert isinstance(result.exception, ConfigError), result.exception
     assert "--run" in str(result.exception)
     assert sorted(p.name for p in tasks.iterdir()) == before
+
+
+def test_campaign_with_an_unknown_teacher_creates_no_run_directory(tmp_path: Path) -> None:
+    tasks = _task_set(tmp_path)
+    result = CliRunner().invoke(app, ["shell", "campaign", "--tasks", str(tasks), "--run", str(tmp_path / "run"),
+                                      "--teacher", "codx"])
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert "did you mean 'codex'" in str(result.exception)
+    assert not (tmp_path / "run").exists()
