@@ -83,7 +83,8 @@ def test_resume_refuses_a_max_tasks_below_one_as_a_fresh_start_does(bad: int) ->
 def test_resume_with_the_same_config_file_keeps_the_fold_rules_the_campaign_was_stored_under() -> None:
     # control.semantics is the run's own (ControlPlane keeps the stored value); a campaign stored under an
     # older default resumed with the same file (which does not set it) is the same configuration.
-    stored = CampaignConfig.model_validate(CampaignConfig().model_dump(mode="json") | {"control": {"semantics": 2}})
+    older = CampaignConfig().model_dump(mode="json") | {"control": {"semantics": 2}}
+    stored = CampaignConfig.model_validate(older)
     resumed = resume_config(stored, CampaignConfig(), {})
     assert resumed.control.semantics == 2
     with pytest.raises(ConfigError, match="--config file"):

@@ -46,6 +46,7 @@ def test_a_relative_model_directory_is_stored_absolute(
 
 def test_a_checkpoint_spec_this_version_cannot_read_is_a_policy_error() -> None:
     """A checkpoint's policy spec with a setting this version does not know (written by another version, or
-    edited) is a PolicyError naming the setting, like weights that do not fit; it was a raw ValidationError."""
+    edited) is a PolicyError naming the setting, like weights that do not fit; it was a raw
+    ValidationError."""
     with pytest.raises(PolicyError, match="new_knob"):
         restore_student({"kind": "compact", "config": {"buckets": 64, "new_knob": 1}}, {})

@@ -97,7 +97,7 @@ def test_a_run_of_another_command_is_refused_and_left_as_it_was(tmp_path: Path) 
 
     make_task(tmp_path)
     tasks, run = tmp_path / "tasks", tmp_path / "run"
-    plane = ControlPlane(run, ControlConfig())  # e.g. an online campaign or a demo: events, no training config
+    plane = ControlPlane(run, ControlConfig())  # e.g. a campaign or a demo: events, no training config
     try:
         plane.save_checkpoint("ckpt-0", {"w": torch.zeros(1)}, {})
         plane.initialize("ckpt-0")

@@ -22,7 +22,8 @@ def test_tasks_from_repo_with_an_unbalanced_quote_in_the_test_command(tmp_path: 
 def test_import_tasks_into_a_file_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "out").write_text("not a directory")
-    result = CliRunner().invoke(app, ["shell", "import-tasks", str(tmp_path / "src"), "--out", str(tmp_path / "out")])
+    args = ["shell", "import-tasks", str(tmp_path / "src"), "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, args)
     assert isinstance(result.exception, AiosRlError), result.exception
     assert "--out" in str(result.exception) and "not a directory" in str(result.exception)
     assert (tmp_path / "out").read_text() == "not a directory"
@@ -68,8 +69,8 @@ def test_campaign_refuses_a_run_inside_its_task_directory(tmp_path: Path) -> Non
 
 def test_campaign_with_an_unknown_teacher_creates_no_run_directory(tmp_path: Path) -> None:
     tasks = _task_set(tmp_path)
-    result = CliRunner().invoke(app, ["shell", "campaign", "--tasks", str(tasks), "--run", str(tmp_path / "run"),
-                                      "--teacher", "codx"])
+    args = ["shell", "campaign", "--tasks", str(tasks), "--run", str(tmp_path / "run"), "--teacher", "codx"]
+    result = CliRunner().invoke(app, args)
     assert isinstance(result.exception, ConfigError), result.exception
     assert "did you mean 'codex'" in str(result.exception)
     assert not (tmp_path / "run").exists()

@@ -17,7 +17,8 @@ def _monitoring(*comparisons: tuple[str, str, bool]) -> list[Event]:
     events = [_checkpoint("c0"), Event(kind="lineage.initialized", payload={"checkpoint_id": "c0"}),
               Event(kind="epoch.opened")]
     events += [Event(kind="episode.recorded", payload={"episode_id": f"e{i}", "environment": "shell",
-                                                       "admitted": True, "lane": "neutral"}) for i in range(4)]
+                                                       "admitted": True, "lane": "neutral"})
+               for i in range(4)]
     events += [_checkpoint("c1", "c0"), Event(kind="update.completed", payload={"checkpoint_id": "c1"})]
     events += [Event(kind="comparison.recorded", payload={"episode_id": episode_id, "environment": "shell",
                                                           "status": "completed", "relative_outcome": outcome,
@@ -30,9 +31,10 @@ def _lanes(state: ControlState) -> dict[str, str]:
     return {e.episode_id: e.lane for e in state.replay.entries}
 
 
-def test_a_rollback_moves_its_trigger_episodes_to_negative_but_a_boundary_case_stays_diagnostic_only() -> None:
+def test_a_rollback_moves_its_triggers_to_negative_but_a_boundary_case_stays_diagnostic_only() -> None:
     events = _monitoring(("m0", "worse", True), ("m1", "worse", False), ("m2", "worse", False))
-    close = Event(kind="epoch.closed", payload={"decision": "rollback", "trigger_episodes": ["m0", "m1", "m2"]})
+    payload = {"decision": "rollback", "trigger_episodes": ["m0", "m1", "m2"]}
+    close = Event(kind="epoch.closed", payload=payload)
     before = reduce(events, ControlConfig())
     assert _lanes(before)["m0"] == "diagnostic_only" and before.ledger.current.streak == 3
     after = reduce([close], ControlConfig(), before)

@@ -101,8 +101,8 @@ def check_run_outside_tasks(run_dir: Path, *task_dirs: Path | str | None) -> Non
     run = Path(run_dir).resolve()
     for tasks in task_dirs:
         if tasks is not None and run.is_relative_to(Path(tasks).resolve()):
-            raise ConfigError(f"--run {run_dir} lies inside the task directory {tasks}, whose task set its files "
-                              "would break; choose a --run outside it")
+            raise ConfigError(f"--run {run_dir} lies inside the task directory {tasks}, whose task set its "
+                              "files would break; choose a --run outside it")
 
 
 def build_teacher(config: ShellTrainConfig, run_dir: Path | None = None) -> Teacher | None:
@@ -261,8 +261,9 @@ class ShellTraining:
         check_run_outside_tasks(run_dir, tasks_dir, config.validation.tasks_dir)
         new_run = not (run_dir / "control.db").exists()
         if new_run and config.student.kind != "causal-lm" and config.student.model_path is not None:
-            raise ConfigError(f"student.model_path ({config.student.model_path}) is for the causal-lm student, "
-                              f"but this run trains a {config.student.kind} one; set student.kind: causal-lm")
+            raise ConfigError(f"student.model_path ({config.student.model_path}) is for the causal-lm "
+                              f"student, but this run trains a {config.student.kind} one; set student.kind: "
+                              "causal-lm")
         # A bad --init-from, teacher name or validation set fails before the run directory exists, so fixing
         # it does not need a new --run.
         if new_run:

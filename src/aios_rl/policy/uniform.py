@@ -59,8 +59,8 @@ class UniformPolicy:
         hits = [sum(c == a for c in o.candidates) for o, a in zip(observations, actions, strict=True)]
         if not all(hits):
             row = hits.index(0)
-            raise PolicyError(f"UniformPolicy.evaluate: action {actions[row]!r} of row {row} is not among its "
-                              f"{len(observations[row].candidates)} candidates")
+            raise PolicyError(f"UniformPolicy.evaluate: action {actions[row]!r} of row {row} is not among "
+                              f"its {len(observations[row].candidates)} candidates")
         width = max(len(o.candidates) for o in observations)
         mask = torch.tensor([[i < len(o.candidates) for i in range(width)] for o in observations])  # (B, C)
         counts = mask.sum(dim=1).float()  # (B,)
