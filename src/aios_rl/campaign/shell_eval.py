@@ -50,7 +50,7 @@ def run_shell_eval(
     temperature samples, and ``samples`` episodes per task then estimate the sampled success rate.
     """
     if not math.isfinite(temperature) or temperature < 0:
-        raise ConfigError(f"--temperature must be a finite number >= 0 (0: greedy), got {temperature}")
+        raise ConfigError(f"--temperature must be >= 0 (0: greedy) and finite, got {temperature}")
     if samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {samples}")
     regime = GREEDY if temperature == 0 else DecodingRegime(name="sampled", temperature=temperature)
