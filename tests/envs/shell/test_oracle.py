@@ -183,18 +183,24 @@ def test_shaping_replays_a_revert(tmp_path: Path) -> None:
     assert signal.shaping == pytest.approx(0.3) and "do not hold the reference fix" in signal.critique
 
 
-def test_reference_of_a_crlf_repository_is_the_environments_candidate(tmp_path: Path) -> None:
-    # The environment keeps a file's "\r\n" endings (it reads bytes), and so does a reference patch made
-    # from the file; the oracle must read the task's files the same way, not with newline translation.
+def _crlf_task(root: Path, task_id: str) -> tuple[Task, str, str]:
+    """A task whose calc.py has "\r\n" endings (written as bytes), with its reference patch; and the buggy
+    and fixed texts."""
     crlf, fixed = CALC.replace("\n", "\r\n"), FIXED.replace("\n", "\r\n")
-    src = tmp_path / "src"
+    src = root / "src"
     (src / "tests").mkdir(parents=True)
     (src / "calc.py").write_bytes(crlf.encode())
     (src / "tests" / "test_calc.py").write_text(TESTS)
-    manifest = ShellTaskManifest(task_id="calc-crlf", split="train", prompt="Fix it.",
+    manifest = ShellTaskManifest(task_id=task_id, split="train", prompt="Fix it.",
                                  test_command=["python", "-m", "pytest", "-q", "tests"],
                                  reference_patch=unified_diff(crlf, fixed, "calc.py"))
-    task = manifest.to_task(write_task(tmp_path / "tasks", manifest, src))
+    return manifest.to_task(write_task(root / "tasks", manifest, src)), crlf, fixed
+
+
+def test_reference_of_a_crlf_repository_is_the_environments_candidate(tmp_path: Path) -> None:
+    # The environment keeps a file's "\r\n" endings (it reads bytes), and so does a reference patch made
+    # from the file; the oracle must read the task's files the same way, not with newline translation.
+    task, crlf, fixed = _crlf_task(tmp_path, "calc-crlf")
     assert reference_action(task) == "patch\n" + unified_diff(crlf, fixed, "calc.py")
     episode = _episode([(reference_action(task), True)])
     signal = ShellOracle().signal(task, episode)
@@ -206,15 +212,7 @@ def test_a_search_replace_edit_on_a_crlf_file_is_replayed_as_the_environment_app
 ) -> None:
     # The environment applies a multi-line search quoted with plain newlines to a CRLF file (taking the
     # file's endings); the oracle's replay must reach the same files.
-    crlf, fixed = CALC.replace("\n", "\r\n"), FIXED.replace("\n", "\r\n")
-    src = tmp_path / "src"
-    (src / "tests").mkdir(parents=True)
-    (src / "calc.py").write_bytes(crlf.encode())
-    (src / "tests" / "test_calc.py").write_text(TESTS)
-    manifest = ShellTaskManifest(task_id="calc-crlf-edit", split="train", prompt="Fix it.",
-                                 test_command=["python", "-m", "pytest", "-q", "tests"],
-                                 reference_patch=unified_diff(crlf, fixed, "calc.py"))
-    task = manifest.to_task(write_task(tmp_path / "tasks", manifest, src))
+    task, crlf, fixed = _crlf_task(tmp_path, "calc-crlf-edit")
     edit = json.dumps({"action": "patch", "path": "calc.py", "search": "def add(a, b):\n    return a - b",
                        "replace": "def add(a, b):\n    return a + b"})
     env = ShellBugfixEnv(sandbox=Sandbox(SandboxConfig()))
