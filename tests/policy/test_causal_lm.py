@@ -390,3 +390,38 @@ def test_lora_target_modules_accepts_one_module_name_as_a_string(model_dir: Path
     as_tuple = student(model_dir, lora=True, lora_target_modules=("q_proj",)).state_dict()
     assert as_string.keys() == as_tuple.keys()
     assert any("q_proj.lora_A" in k for k in as_string)
+
+
+GREEDY = DecodingRegime(name="greedy", temperature=1e-4)  # campaign.evaluate.GREEDY: what temperature 0 runs
+
+
+def flat_student(model_dir: Path, **overrides: object) -> CausalLMStudent:
+    """A student whose LM head is zero: every next-token logit is 0, so every token ties with every other."""
+    s = student(model_dir, **overrides)
+    with torch.no_grad():
+        s.model.get_output_embeddings().weight.zero_()
+    return s
+
+
+def test_greedy_scoring_is_an_argmax_with_ties_to_the_first_candidate(model_dir: Path) -> None:
+    # Greedy evaluation must be deterministic: at a tiny temperature, candidates whose scores differ by less
+    # than about the temperature (here: exactly equal) used to be drawn at random.
+    s = flat_student(model_dir)
+    obs = Observation(text="1 failed", candidates=["read c.py", "read b.py", "read d.py"])
+    scores = s.evaluate([obs], [ENV], ["read b.py"]).candidate_logits[0].detach()
+    assert float(scores.max() - scores.min()) < 1e-4  # near-ties (equal token counts under a flat head)
+    first = int(scores.argmax())
+    for seed in range(8):
+        (sample,) = s.act([obs], [ENV], GREEDY, torch.Generator().manual_seed(seed))
+        assert (sample.index, sample.logprob) == (first, 0.0)
+        (grouped,) = s.act([obs], [ENV], GREEDY, torch.Generator().manual_seed(seed), distinct=["t"])
+        assert grouped.index == first  # a greedy regime takes the argmax whatever the group drew
+
+
+def test_greedy_generation_is_an_argmax_with_ties_to_the_first_token(model_dir: Path) -> None:
+    s = flat_student(model_dir, mode="generate", max_new_tokens=6)
+    obs = [Observation(text="1 failed")]
+    runs = [s.act(obs, [ENV], GREEDY, torch.Generator().manual_seed(seed))[0] for seed in range(4)]
+    assert all(r.token_ids == runs[0].token_ids for r in runs)
+    assert runs[0].token_ids[0] == 0  # every logit is 0: the first token id wins
+    assert runs[0].logprob == 0.0 and set(runs[0].token_logprobs) == {0.0}

@@ -14,6 +14,10 @@ Two ways to act, chosen by ``CausalLMStudentConfig.mode``:
   (:func:`~aios_rl.policy.lm_prompt.is_json_action`). Keeping the raw text is what lets
   :meth:`CausalLMStudent.evaluate` re-score exactly what was sampled.
 
+Below ``greedy_temperature`` (a greedy regime, such as evaluation's at temperature 0) both modes take the
+argmax instead of sampling, the first of tied maxima (lowest candidate position or token id), with sampling
+log-probability 0, as the compact student does; ``distinct`` groups change nothing then.
+
 Token records (``token_ids`` / ``token_logprobs`` / ``loss_mask``) hold the answer tokens only, EOS
 included; the prompt is rebuilt from the observation. ``loss_mask`` is therefore all ones here.
 
@@ -46,7 +50,7 @@ from aios_rl.policy.base import ActionSample, Evaluation
 from aios_rl.policy.lm_prompt import build_prompt_ids, candidate_response, is_json_action
 from aios_rl.policy.sampling import draw_indices
 
-__all__ = ["CausalLMStudentConfig", "CausalLMStudent", "sampling_logprobs"]
+__all__ = ["CausalLMStudentConfig", "CausalLMStudent", "greedy_logprobs", "sampling_logprobs"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +96,12 @@ class CausalLMStudentConfig(ConfigModel):
     )
     forward_batch_size: int = Field(
         default=16, gt=0, description="Prompt+answer sequences per forward pass; lower it to save memory."
+    )
+    greedy_temperature: float = Field(
+        default=1e-3,
+        gt=0.0,
+        description="act() takes the argmax (first on ties; logprob 0) when the regime's temperature is "
+        "below this.",
     )
     seed: int = Field(default=0, description="Seed of the LoRA adapter initialisation.")
 
@@ -142,6 +152,13 @@ def sampling_logprobs(logits: Tensor, temperature: float, top_p: float) -> Tenso
     drop = torch.zeros_like(outside).scatter(-1, order, outside)
     kept = logp.masked_fill(drop, float("-inf"))
     return kept - torch.logsumexp(kept, dim=-1, keepdim=True)
+
+
+def greedy_logprobs(logits: Tensor) -> Tensor:
+    """Log-probabilities of the greedy choice over the last dim: 0 at the argmax (the first of tied maxima),
+    ``-inf`` elsewhere. Float32, same shape as ``logits``."""
+    out = torch.full(logits.shape, float("-inf"), dtype=torch.float32, device=logits.device)
+    return out.scatter_(-1, logits.float().argmax(-1, keepdim=True), 0.0)
 
 
 def _resolve_model_dir(model_path: str) -> Path:
@@ -234,7 +251,8 @@ class CausalLMStudent:
         Args:
             observations: what each environment shows; score mode needs candidates in every one.
             environments: environment id per observation (named in the system message).
-            regime: temperature and top-p.
+            regime: temperature and top-p; below ``config.greedy_temperature`` the argmax is taken (first on
+                ties) with logprob 0.
             generator: CPU generator for reproducible sampling; None uses torch's global RNG.
             distinct: score mode: a group id per observation; rows of one group draw distinct candidates
                 while their distributions have mass left (``policy.sampling.draw_indices``). Generate mode
@@ -366,7 +384,7 @@ class CausalLMStudent:
         entropy = -(logp.exp() * logp).masked_fill(~table.mask, 0.0).sum(-1)  # (B,)
         values = self.value_head(table.scores.prompt_hidden[table.first_row]).squeeze(-1)  # (B,)
         samplings = [  # (C_b,) per row
-            sampling_logprobs(table.logits[b, : len(obs.candidates)], regime.temperature, regime.top_p)
+            self._sampling(table.logits[b, : len(obs.candidates)], regime)
             for b, obs in enumerate(observations)
         ]
         rows = [sampling.exp() for sampling in samplings]  # without groups: one draw per row, as _sample does
@@ -431,7 +449,7 @@ class CausalLMStudent:
             next_logits = out.logits[0, -1]  # (V,)
             logp = torch.log_softmax(next_logits.float(), dim=-1)
             entropies.append(float(-(logp.exp() * logp).sum()))
-            sampling = sampling_logprobs(next_logits, regime.temperature, regime.top_p)  # (V,)
+            sampling = self._sampling(next_logits, regime)  # (V,)
             token = _sample(sampling, generator)
             tokens.append(token)
             token_logprobs.append(float(sampling[token]))
@@ -454,6 +472,13 @@ class CausalLMStudent:
             token_logprobs=tuple(token_logprobs),
             loss_mask=(1,) * len(tokens),
         )
+
+    def _sampling(self, logits: Tensor, regime: DecodingRegime) -> Tensor:
+        """The regime's sampling log-probabilities over ``logits`` (1-D): an argmax below
+        ``config.greedy_temperature`` (a tiny temperature would still draw among near-tied entries)."""
+        if regime.temperature < self.config.greedy_temperature:
+            return greedy_logprobs(logits)
+        return sampling_logprobs(logits, regime.temperature, regime.top_p)
 
     # ------------------------------------------------------------------ evaluating
 
