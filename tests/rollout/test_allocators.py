@@ -262,7 +262,9 @@ def test_tree_expands_n_uniform_nodes_per_tree_for_l_rounds():
 def test_proportional_allocation_by_hand():
     assert proportional_allocation([1, 1, 2], 12, floor=2, cap=10) == [4, 3, 5]
     assert proportional_allocation([1, 0.01], 20, floor=1, cap=8) == [8, 8]
-    assert proportional_allocation([0.1, 0.3, 0.2], 5, floor=2, cap=8) == [0, 2, 2]
+    # Floors that do not fit: the two highest weights are funded and share all 5 (VIP spends Σ n = B).
+    assert proportional_allocation([0.1, 0.3, 0.2], 5, floor=2, cap=8) == [0, 3, 2]
+    assert proportional_allocation([0.1, 0.3, 0.2], 5, floor=2, cap=2) == [0, 2, 2]  # the cap leaves 1
     assert proportional_allocation([1, 2], 10, floor=0, cap=10) == [3, 7]  # 3.33 / 6.67: largest remainder
     assert proportional_allocation([0, 0, 0], 9, floor=1, cap=9) == [3, 3, 3]
     assert proportional_allocation([], 9, floor=1, cap=9) == []
@@ -279,8 +281,8 @@ def test_proportional_allocation_properties(weights, total, floor, cap):
     lo = min(floor, cap)
     assert len(n) == len(weights) and sum(n) <= total
     assert all(v == 0 or lo <= v <= cap for v in n)
-    if lo * len(weights) <= total:
-        assert sum(n) == min(total, cap * len(weights))
+    funded = len(weights) if lo * len(weights) <= total else total // lo
+    assert sum(n) == min(total, cap * funded)  # the budget is spent unless the funded tasks' caps stop it
 
 
 def test_vip_estimates_success_from_a_discounted_beta_posterior_and_favours_p_near_half():

@@ -347,17 +347,22 @@ class TreeAllocator(Allocator):
 def proportional_allocation(weights: Sequence[float], total: int, floor: int, cap: int) -> list[int]:
     """Integers n_i with Σ n_i <= total, n_i = 0 or floor <= n_i <= cap, extra shares ∝ weights.
 
-    When ``total`` cannot give every task its floor, the highest-weight tasks are funded first (VIP drops
-    the rest). Otherwise every task gets the floor, the rest is water-filled ∝ weight under the cap, and the
-    fractions are rounded by largest remainder.
+    When ``total`` cannot give every task its floor, only the ``total // floor`` highest-weight tasks are
+    funded (VIP drops the rest) and they share the whole of ``total`` as below. Every funded task gets the
+    floor, the rest is water-filled ∝ weight under the cap, and the fractions are rounded by largest
+    remainder, so Σ n_i = ``total`` unless the funded tasks' caps are reached first.
     """
     k, a = len(weights), np.asarray(weights, dtype=np.float64)
     if k == 0 or total <= 0 or cap <= 0:
         return [0] * k
     floor = min(floor, cap)
-    if floor * k > total:
-        order = sorted(range(k), key=lambda i: (-a[i], i))
-        return [floor if rank < total // max(floor, 1) else 0 for rank in np.argsort(order)]
+    if floor * k > total:  # floor >= 1 here
+        funded = sorted(sorted(range(k), key=lambda i: (-a[i], i))[: total // floor])
+        counts = [0] * k
+        shares = proportional_allocation(a[funded].tolist(), total, floor, cap)
+        for i, n_i in zip(funded, shares, strict=True):
+            counts[i] = n_i
+        return counts
     extra, room, left = np.zeros(k), np.full(k, float(cap - floor)), float(total - floor * k)
     active = room > 0
     while left > 1e-9 and active.any():
