@@ -495,6 +495,19 @@ def test_heuristic_branches_only_above_the_running_entropy_quantile():
     assert 0.1 < branched / 300 < 0.3
 
 
+def test_heuristic_branches_at_steps_tied_with_the_highest_entropy_seen():
+    # All steps equally uncertain (e.g. a policy still uniform over a fixed candidate count): no step is above
+    # the quantile, but each is at the top of the window, so the shadow phase still branches and collects
+    # traces instead of never branching at all.
+    ctl = RailController(RailConfig(entropy_warmup=4, entropy_window=16))
+    arms = [ctl.decide(zvec(0.7), info(entropy=0.7, group=f"g{i}")).arm for i in range(12)]
+    assert [a.is_null for a in arms] == [True] * 4 + [False] * 8
+    # a step below the top still does not branch; a zero-entropy step (no choice at all) never does
+    assert ctl.decide(zvec(0.6), info(entropy=0.6, group="low")).arm.is_null
+    flat = RailController(RailConfig(entropy_warmup=4, entropy_window=16))
+    assert all(flat.decide(zvec(0.0), info(entropy=0.0, group=f"g{i}")).arm.is_null for i in range(12))
+
+
 def test_heuristic_budget_grows_with_traces_and_is_capped():
     ctl = RailController(RailConfig(entropy_warmup=1, heuristic_grow_every=5, refit_every=10**6))
     ctl.decide(zvec(0.0), info(entropy=0.0))  # seed the entropy history

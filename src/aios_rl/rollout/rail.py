@@ -7,7 +7,8 @@ y = I(group ∪ branches) − I(group), I = reward variance (:mod:`aios_rl.rollo
 Lifecycle of :class:`RailController`:
 
 * **shadow**: a heuristic acts, as the paper's warm-up does. Branch only when the step's entropy is above
-  the running ``heuristic_quantile`` of the entropies seen so far. The branch size m climbs the M ladder
+  the running ``heuristic_quantile`` of the entropies seen so far, or ties with the highest of them (so
+  steps of equal entropy still branch) and is not 0. The branch size m climbs the M ladder
   as traces accumulate (one rung per ``heuristic_grow_every`` traces), regimes rotate so every arm gets
   data, and a group stops branching once one of its branches realized no gain (accept-or-stop).
   Traces (z, b, y) accumulate and Δ̂ is refit every ``refit_every`` traces.
@@ -303,7 +304,12 @@ class RailController:
         c = self.config
         if info.group_id in self._stopped or len(self._entropies) < c.entropy_warmup:
             return NULL_ARM
-        if info.entropy <= float(np.quantile(np.asarray(self._entropies), c.heuristic_quantile)):
+        past = np.asarray(self._entropies)
+        # High entropy: above the quantile, or tied with the window's maximum (when many past steps share
+        # the top value, e.g. all equal, the quantile is that maximum and no step could be above it). A
+        # step with zero entropy offered no choice and is never high.
+        high = info.entropy > float(np.quantile(past, c.heuristic_quantile)) or info.entropy >= float(past.max())
+        if not high or info.entropy <= 0.0:
             return NULL_ARM
         ladder = sorted(c.arm_budgets)
         target = ladder[min(len(ladder) - 1, self.n_traces // c.heuristic_grow_every)]
