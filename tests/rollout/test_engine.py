@@ -440,3 +440,37 @@ def test_environments_built_before_one_that_fails_are_closed() -> None:
     with pytest.raises(RuntimeError, match="third"):
         run_group(make_env, tasks(1)[0], ToyPolicy(counts), size=3, seed=0, policy_version="v0")
     assert closed == built and len(built) == 2
+
+
+def test_the_ledgers_wall_time_includes_the_allocators_decisions_and_the_teacher() -> None:
+    # Methods compare at equal cost, so what a method itself spends (RAIL's controller refits inside
+    # record_gain) and the teacher's critique of every rollout count in rollout/wall_s too.
+    import time
+
+    from aios_rl.contracts.episode import TeacherSignal
+
+    pause = 0.05
+    counts = Counts()
+    engine = live_engine(counts)
+    allocator, record_gain = engine.allocator, engine.allocator.record_gain
+    slow: list[float] = []
+
+    def slow_record_gain(*args):
+        time.sleep(pause)
+        slow.append(pause)
+        return record_gain(*args)
+
+    allocator.record_gain = slow_record_gain
+    ledger = Budget()
+    engine.collect(ToyPolicy(counts), tasks(2), RolloutBudget(16), seed=0, policy_version="v0", ledger=ledger)
+    assert len(slow) >= 4 and ledger.wall_s >= sum(slow)
+
+    class SlowTeacher:
+        def signal(self, task, episode):
+            time.sleep(pause)
+            return TeacherSignal(status="complete", backend="slow")
+
+    ledger = Budget()
+    run_group(lambda: ToyEnv(Counts()), tasks(1)[0], ToyPolicy(Counts()), size=4, seed=0, policy_version="v0",
+              teacher=SlowTeacher(), budget=ledger)
+    assert ledger.wall_s >= 4 * pause

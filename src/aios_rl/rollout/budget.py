@@ -19,7 +19,9 @@ class Budget:
         policy_forwards: batched ``policy.act`` calls.
         candidates_scored / tokens_generated: the work inside those calls: candidates offered to a policy
             that chose among them, tokens of actions a policy wrote (an LM in generate mode).
-        wall_s: wall-clock seconds spent running rollouts.
+        wall_s: wall-clock seconds spent running rollouts: environments, policy forwards, verification and
+            the teacher's critiques, and under the rollout engine the allocator's decisions too (RAIL's
+            controller refits), so a method's own overhead counts in its cost.
     """
 
     rollouts: int = 0

@@ -32,6 +32,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -151,12 +152,17 @@ class RolloutEngine:
         ledger: Budget | None = None,
         on_group: Callable[[GroupOutcome], None] | None = None,
     ) -> BatchResult:
-        """Run one batch of task groups within ``budget`` (rollouts); ``on_group`` sees each as it ends."""
+        """Run one batch of task groups within ``budget`` (rollouts); ``on_group`` sees each as it ends.
+
+        The ledger's ``wall_s`` grows by this call's whole duration (rollouts and the allocator's decisions,
+        RAIL's refits included) less the time spent in ``on_group``."""
+        start, callbacks = time.perf_counter(), 0.0
         ids = [t.task_id for t in tasks]
         if len(set(ids)) != len(ids):
             raise ContractError(f"a batch needs distinct tasks, got {ids}")
         regime = regime or DecodingRegime()
         ledger = ledger if ledger is not None else Budget()
+        wall_before = ledger.wall_s  # run_rollouts adds its own share; the total below replaces it
         seeds, generator = random.Random(seed), torch.Generator().manual_seed(seed)
         plans = self.allocator.plan_batch(ids, budget)
         vocab = getattr(policy, "vocab_size", None)  # a policy writing tokens: log|V| bounds their entropy
@@ -194,7 +200,10 @@ class RolloutEngine:
                 outcomes[g] = g.outcome()
                 ledger.discarded += len(g.discarded) + (0 if g.keep else len(g.members))
                 if on_group is not None:
+                    called = time.perf_counter()
                     on_group(outcomes[g])
+                    callbacks += time.perf_counter() - called
+        ledger.wall_s = wall_before + time.perf_counter() - start - callbacks
         return BatchResult([outcomes[g] for g in groups if g in outcomes], ledger)
 
 

@@ -148,13 +148,13 @@ def run_rollouts(
         finally:
             for env in envs:
                 env.close()
-    budget.wall_s += time.perf_counter() - start
     out = []
     for item, verification in zip(live, verifications):
         episode = finalize(
             _episode(item, verification, policy_version), item.job.task, teacher, reward_config
         )
         out.append(Rollout(episode, item.job, item.hidden, item.snapshots if snapshots else []))
+    budget.wall_s += time.perf_counter() - start  # the teacher's critiques included
     return out
 
 
