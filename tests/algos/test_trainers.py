@@ -193,6 +193,21 @@ def test_grpo_with_a_distillation_term_reaches_the_teacher_action_on_unrewarded_
     assert all(prob_of(policy, t, f"patch fix-{t}-3") > 0.6 for t in range(4, 8))
 
 
+def test_distill_loss_is_the_mean_over_the_steps_that_had_a_distillation_term() -> None:
+    # One distillation state and four minibatches: the term is in one gradient step of the four, and the
+    # metric reports its value there, not a quarter of it.
+    policy = CompactStudent(SMALL)
+    trainer = Trainer(policy, TrainerConfig(lr=1e-9, minibatch_size=4, update_epochs=1))
+    distill = distill_batch_from([(obs(5, 0), "shell", ["patch fix-5-3"], 1.0)])
+    expected = -torch.tensor(prob_of(policy, 5, "patch fix-5-3")).log().item()
+    episodes, groups = grouped(random.Random(0))
+    generator = torch.Generator().manual_seed(0)
+    stats = grpo_update(trainer, episodes, groups, generator=generator, distill=distill)
+    assert stats.steps == 4
+    assert stats.distill_loss == pytest.approx(expected, rel=1e-4)
+    assert grpo_update(trainer, episodes, groups, generator=generator).distill_loss == 0.0
+
+
 def test_negative_lane_kl_holds_the_policy_near_the_reference() -> None:
     torch.manual_seed(0)
     reference = CompactStudent(SMALL)

@@ -83,7 +83,11 @@ class TrainerConfig(ConfigModel):
 
 @dataclass
 class UpdateStats:
-    """Averages over the gradient steps of one update (metric keys under ``train/``)."""
+    """Averages over the gradient steps of one update (metric keys under ``train/``).
+
+    ``distill_loss`` and ``negative_kl`` average over the steps that had that term only (a distillation
+    batch smaller than the update's minibatch count joins some of its steps); 0 when no step had it.
+    """
 
     loss: float = 0.0
     policy_loss: float = 0.0
@@ -97,6 +101,8 @@ class UpdateStats:
     grad_norm: float = 0.0
     first_ratio_mean: float = float("nan")
     steps: int = 0
+    distill_steps: int = 0
+    negative_kl_steps: int = 0
     extras: dict[str, float] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
@@ -167,6 +173,7 @@ class Trainer:
                 d_loss = losses.distillation_loss(ev.candidate_logits, ev.candidate_mask, target, distill.weights)
             total = total + self.config.distill_coef * d_loss
             stats.distill_loss += d_loss.item()
+            stats.distill_steps += 1
         if negative is not None and len(negative) and reference is not None and self.config.negative_kl_coef > 0:
             ev = evaluate_steps(self.policy, negative)
             with torch.no_grad():
@@ -177,6 +184,7 @@ class Trainer:
                 n_kl = losses.negative_lane_kl(ev.candidate_logits, ref.candidate_logits, ev.candidate_mask)
             total = total + self.config.negative_kl_coef * n_kl
             stats.negative_kl += n_kl.item()
+            stats.negative_kl_steps += 1
         return total
 
     def clipped_terms(
@@ -249,11 +257,13 @@ class Trainer:
 
     @staticmethod
     def finish(stats: UpdateStats) -> UpdateStats:
-        """Turn the per-step sums into means."""
+        """Turn the per-step sums into means (the auxiliary terms' over the steps that had them)."""
         n = max(stats.steps, 1)
-        for name in ("loss", "policy_loss", "value_loss", "kl", "entropy", "distill_loss", "negative_kl",
-                     "clip_fraction", "approx_kl", "grad_norm"):
+        for name in ("loss", "policy_loss", "value_loss", "kl", "entropy", "clip_fraction", "approx_kl",
+                     "grad_norm"):
             setattr(stats, name, getattr(stats, name) / n)
+        stats.distill_loss /= max(stats.distill_steps, 1)
+        stats.negative_kl /= max(stats.negative_kl_steps, 1)
         return stats
 
     # -- checkpoint state ----------------------------------------------------------------------------
