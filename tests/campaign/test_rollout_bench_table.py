@@ -1,8 +1,8 @@
-"""The `bench rollouts` table's RAIL lines, including the majority-sign base rate."""
+"""The `bench rollouts` table: its summaries over seeds and RAIL's lines, with the majority-sign base rate."""
 
 from __future__ import annotations
 
-from aios_rl.campaign.rollout_bench import BenchConfig, MethodSummary, format_table
+from aios_rl.campaign.rollout_bench import BenchConfig, MethodSummary, SeedRun, format_table, summarize
 
 
 def summary(rail: dict[str, float]) -> MethodSummary:
@@ -36,3 +36,18 @@ def test_rail_lines_report_sign_agreement_beside_the_majority_sign():
     )
     older = {"rail/traces": 20.0, "rail/live": 0.0, "rail/sign_agreement": 0.5}  # saved before the rate
     assert format_table([summary(older)], config)[-1].endswith("shadow sign agreement 0.500")
+
+
+def test_the_zero_variance_share_is_the_mean_over_seeds_like_every_other_column():
+    def run(seed: int, groups: int, zero: int) -> SeedRun:
+        return SeedRun(method="uniform-16", seed=seed, curve=[(0, 0.5), (8, 0.5)], rollouts=8, env_steps=20,
+                       groups=groups, zero_variance_groups=zero, wall_s=1.0)
+
+    # seed 0: none of its 10 groups had zero variance; seed 1: all 30 did. Over seeds: (0 + 1) / 2.
+    (s,) = summarize({"uniform-16": [run(0, 10, 0), run(1, 30, 30)]})
+    assert s.zero_variance_share == 0.5  # not the pooled 30 / 40
+    # a seed that formed no groups has no share: the mean is over the seeds that did
+    (s,) = summarize({"uniform-16": [run(0, 4, 1), run(1, 0, 0)]})
+    assert s.zero_variance_share == 0.25
+    (s,) = summarize({"uniform-16": [run(0, 0, 0)]})
+    assert s.zero_variance_share == 0.0

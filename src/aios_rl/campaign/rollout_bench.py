@@ -13,9 +13,10 @@ milestones gives both the same value), plus at 0 rollouts, so methods are compar
 Summaries per method (means over seeds): final holdout success (mean ± std), rollouts and environment
 steps spent, rollouts needed to reach uniform-16's final mean success (the first milestone whose mean
 success reaches it; 0 when the start already does), the share of groups whose final rewards had zero
-variance, training wall time (evaluation excluded), and for RAIL the controller diagnostics: promotion,
-MAE and sign agreement of the online controller against the copy frozen at promotion (on the same live
-traces), and the share of live decisions per arm.
+variance (one share per seed, averaged over the seeds that formed groups), training wall time (evaluation
+excluded), and for RAIL the controller diagnostics: promotion, MAE and sign agreement of the online
+controller against the copy frozen at promotion (on the same live traces), and the share of live decisions
+per arm.
 """
 
 from __future__ import annotations
@@ -367,7 +368,8 @@ def summarize(runs: dict[str, list[SeedRun]]) -> list[MethodSummary]:
         match = None
         if target is not None:
             match = next((x for x, s, _ in curves[method] if s >= target - 1e-12), None)
-        groups = sum(r.groups for r in seeds)
+        # one share per seed, as every column is a mean over seeds; a seed that formed no groups has none
+        shares = [r.zero_variance_groups / r.groups for r in seeds if r.groups]
         rail = {
             k: statistics.fmean(r.diagnostics[k] for r in seeds if k in r.diagnostics)
             for k in sorted({k for r in seeds for k in r.diagnostics})
@@ -381,7 +383,7 @@ def summarize(runs: dict[str, list[SeedRun]]) -> list[MethodSummary]:
                 statistics.fmean(r.rollouts for r in seeds),
                 statistics.fmean(r.env_steps for r in seeds),
                 match,
-                sum(r.zero_variance_groups for r in seeds) / groups if groups else 0.0,
+                statistics.fmean(shares) if shares else 0.0,
                 statistics.fmean(r.wall_s for r in seeds),
                 curves[method],
                 rail,
