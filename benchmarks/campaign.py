@@ -1,6 +1,7 @@
 """Online campaigns under the bad-update drill, with and without the rollback net: success of ``active``.
 
-Run: ``.venv/bin/python benchmarks/campaign.py [--max-tasks 16] [--count 32] [--seed 0] [--tasks DIR]``.
+Run: ``.venv/bin/python benchmarks/campaign.py [--max-tasks 16] [--count 32] [--seed 0] [--tasks DIR]
+[--keep]``.
 
 Two campaigns run the same task stream from the same oracle-warm-started student with ``--drill
 bad-update`` (the first update is deliberately harmful: gradient ascent on the good actions). One keeps
@@ -9,12 +10,15 @@ off (rollback threshold 1000: the campaign keeps serving whatever the updates pr
 slot the benchmark notes which checkpoint is ``active``; each distinct checkpoint is then evaluated with
 greedy decoding on the holdout split (unseen mutants of the same seed repositories, never trained on) and
 on the train tasks the campaign serves. Prints the side-by-side trajectory and the
-slot-averaged success of ``active``.
+slot-averaged success of ``active``. The runs (and the generated tasks) go to a temporary directory, removed
+at the end unless ``--keep`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -85,9 +89,23 @@ def main() -> None:
     parser.add_argument(
         "--tasks", type=Path, default=None, help="Task set (default: generate --count tasks)."
     )
+    parser.add_argument(
+        "--keep", action="store_true", help="Keep the runs and generated tasks (default: removed at the end)."
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="aios-campaign-bench-"))
+    try:
+        measure(args, root)
+    finally:
+        if args.keep:
+            print(f"runs{'' if args.tasks else ' and tasks'} kept in {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, root: Path) -> None:
+    """Run both campaigns under ``root`` (generating the tasks there without ``--tasks``); print the table."""
     tasks_dir = args.tasks
     if tasks_dir is None:
         tasks_dir = root / "tasks"

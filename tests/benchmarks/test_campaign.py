@@ -1,10 +1,12 @@
-"""The campaign benchmark's 'train' columns score the tasks the campaign serves, as its header says."""
+"""The campaign benchmark: its 'train' columns score the tasks the campaign serves, and it cleans up."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from aios_rl.campaign.slots import slot_task
 
@@ -34,3 +36,52 @@ def test_the_train_columns_are_scored_on_the_served_tasks(
     assert f"the {len(served)} tasks the campaign serves" in capsys.readouterr().out
     train_scored = [ids for ids in scored if ids[0].startswith("train")]
     assert train_scored and all(set(ids) == served for ids in train_scored)
+
+
+def _stub(bench, monkeypatch, root: Path, fail: bool = False) -> None:
+    """A benchmark whose campaigns write a file into their run directory (or fail after writing it)."""
+    tasks = [SimpleNamespace(task_id=f"t-{i}") for i in range(4)]
+    summary = {"pointers": {"active": "c1"}, "updates": 1, "rollbacks": 0, "promotions": 0, "comparisons": {}}
+
+    def run_campaign(run, tasks_dir, slots, seed, net):
+        run.mkdir(parents=True)
+        (run / "control.db").write_text("")
+        if fail:
+            raise RuntimeError("campaign failed")
+        return ["c1"] * slots, summary
+
+    def mkdtemp(prefix: str) -> str:
+        root.mkdir()
+        return str(root)
+
+    monkeypatch.setattr(bench, "load_tasks", lambda path, split: tasks)
+    monkeypatch.setattr(bench, "run_campaign", run_campaign)
+    monkeypatch.setattr(bench, "success", lambda run, checkpoint, tasks, sandbox: 0.5)
+    monkeypatch.setattr(bench, "Sandbox", lambda config: None)
+    monkeypatch.setattr(bench.tempfile, "mkdtemp", mkdtemp)
+
+
+def test_the_runs_are_removed_when_the_benchmark_ends_or_fails(
+    load_benchmark, tmp_path: Path, monkeypatch
+) -> None:
+    bench = load_benchmark("campaign")
+    root = tmp_path / "root"
+    _stub(bench, monkeypatch, root)
+    monkeypatch.setattr(sys, "argv", ["campaign.py", "--tasks", str(tmp_path), "--max-tasks", "2"])
+    bench.main()
+    assert not root.exists()
+    _stub(bench, monkeypatch, root, fail=True)
+    with pytest.raises(RuntimeError, match="campaign failed"):
+        bench.main()
+    assert not root.exists()
+    assert tmp_path.is_dir()  # the user's task set is never removed
+
+
+def test_keep_leaves_the_runs_and_says_where(load_benchmark, tmp_path: Path, monkeypatch, capsys) -> None:
+    bench = load_benchmark("campaign")
+    root = tmp_path / "root"
+    _stub(bench, monkeypatch, root)
+    monkeypatch.setattr(sys, "argv", ["campaign.py", "--tasks", str(tmp_path), "--max-tasks", "2", "--keep"])
+    bench.main()
+    assert (root / "with-net" / "control.db").is_file() and (root / "without-net" / "control.db").is_file()
+    assert f"runs kept in {root}" in capsys.readouterr().err
