@@ -32,6 +32,7 @@ from aios_rl.campaign.online_config import CampaignConfig
 from aios_rl.campaign.slots import slot_task
 from aios_rl.campaign.students import restore_student
 from aios_rl.contracts.config import load_config
+from aios_rl.contracts.errors import AiosRlError
 from aios_rl.control.plane import ControlPlane
 from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
@@ -97,6 +98,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="aios-campaign-bench-"))
     try:
         measure(args, root)
+    except AiosRlError as exc:  # e.g. a --tasks that is not a task set: say so, as the CLI does
+        parser.exit(2, f"error: {exc}\n")
     finally:
         if args.keep:
             print(f"runs{'' if args.tasks else ' and tasks'} kept in {root}", file=sys.stderr)
