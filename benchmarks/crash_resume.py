@@ -1,6 +1,6 @@
 """Crash/resume of online campaigns: SIGKILL at random moments, resume, check every invariant.
 
-Run: ``.venv/bin/python benchmarks/crash_resume.py [--trials 50] [--seed 0] [--tasks DIR]``.
+Run: ``.venv/bin/python benchmarks/crash_resume.py [--trials 50] [--seed 0] [--tasks DIR] [--keep]``.
 
 Each trial resumes a campaign in a child process (a fresh campaign when the last one finished), waits
 until the child has reopened its store, sleeps a random 0..``--max-delay`` seconds and SIGKILLs it, then
@@ -10,7 +10,8 @@ else is stored, the ledger and lanes name only stored episodes, rollbacks have t
 campaigns are small (micro-batch 2, monitoring window 2, 2-step episodes, 8 slots) so that kills land in
 every phase: collection, update, monitoring, epoch close. Prints per-phase counts, invariant violations
 (must be 0), the mean resume time (process start to "store reopened, cursor found", and the in-process
-part of it) and the episodes re-run per kill (episodes a killed slot had started but not committed).
+part of it) and the episodes re-run per kill (episodes a killed slot had started but not committed). The
+runs (and the generated tasks) go to a temporary directory, removed at the end unless ``--keep`` is given.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -112,6 +114,9 @@ def main() -> None:
         "--max-delay", type=float, default=6.0, help="Kill at a random moment up to this (s)."
     )
     parser.add_argument("--tasks", type=Path, default=None, help="Task set (default: generate 6 tasks).")
+    parser.add_argument(
+        "--keep", action="store_true", help="Keep the runs and generated tasks (default: removed at the end)."
+    )
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--config", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -122,10 +127,23 @@ def main() -> None:
         parser.error(f"--trials must be at least 1, got {args.trials}")
     if args.max_delay < 0:
         parser.error(f"--max-delay must not be negative, got {args.max_delay:g}")
+    root = Path(tempfile.mkdtemp(prefix="aios-crash-resume-"))
+    try:
+        lines = kill_and_resume(args, root)
+    finally:
+        if args.keep:
+            print(f"runs{'' if args.tasks else ' and tasks'} kept in {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    print("\n".join(lines))
+
+
+def kill_and_resume(args: argparse.Namespace, root: Path) -> list[str]:
+    """The trials, with their campaigns (and the tasks generated without ``--tasks``) under ``root``; returns
+    the summary lines."""
     from aios_rl.campaign.invariants import campaign_problems
     from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 
-    root = Path(tempfile.mkdtemp(prefix="aios-crash-resume-"))
     tasks = args.tasks
     if tasks is None:
         tasks = root / "tasks"
@@ -156,7 +174,8 @@ def main() -> None:
             phase = phase_of(run)
             phases[phase] = phases.get(phase, 0) + 1
         elif code != 0:
-            raise SystemExit(f"campaign child failed with exit code {code} in {run}")
+            kept = "" if args.keep else " (removed at exit; --keep keeps it)"
+            raise SystemExit(f"campaign child failed with exit code {code} in {run}{kept}")
         problems = campaign_problems(run)
         violations += [f"{run.name} after kill {kills}: {p}" for p in problems]
         if code == 0:  # finished: the next trials kill a fresh campaign
@@ -170,8 +189,7 @@ def main() -> None:
         )
     print(file=sys.stderr)
     elapsed = time.perf_counter() - started
-    lines = report_lines(kills, campaigns, elapsed, violations, resume_wall, resume_inproc, reruns, phases)
-    print("\n".join(lines))
+    return report_lines(kills, campaigns, elapsed, violations, resume_wall, resume_inproc, reruns, phases)
 
 
 def report_lines(kills: int, campaigns: int, elapsed: float, violations: list[str], resume_wall: list[float],

@@ -1,11 +1,18 @@
-"""The crash/resume benchmark's summary and its refusal of settings that kill nothing."""
+"""The crash/resume benchmark's summary, its refusal of settings that kill nothing, and its clean-up."""
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+from aios_rl.campaign import invariants
+from aios_rl.envs.shell import generator
 
 
 @pytest.fixture(scope="module")
@@ -36,3 +43,54 @@ def test_a_setting_that_kills_nothing_is_a_usage_error(bench, monkeypatch, capsy
         bench.main()
     assert exited.value.code == 2
     assert flag.split("=")[0] in capsys.readouterr().err
+
+
+def _stub(bench, monkeypatch, root: Path, exit_code: int) -> None:
+    """Children that write into their run directory and end with ``exit_code``; a task generator that
+    writes nothing else; invariants that hold."""
+
+    class Child:
+        def __init__(self, run: Path, tasks: Path, config: Path) -> None:
+            run.mkdir(parents=True, exist_ok=True)
+            (run / "control.db").write_text("")
+            self.lines = [["ready", "0", "0.5", "0.01"]]
+            self.ready = threading.Event()
+            self.ready.set()
+            self.proc = SimpleNamespace(poll=lambda: exit_code, wait=lambda: exit_code, pid=-1)
+
+        def rerun_episodes(self) -> int:
+            return 1
+
+    def mkdtemp(prefix: str) -> str:
+        root.mkdir()
+        return str(root)
+
+    monkeypatch.setattr(bench, "Child", Child)
+    monkeypatch.setattr(bench, "phase_of", lambda run: "collection")
+    monkeypatch.setattr(bench.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(generator, "generate_benchmark", lambda path, config: path.mkdir(parents=True))
+    monkeypatch.setattr(invariants, "campaign_problems", lambda run: [])
+
+
+def test_the_runs_and_tasks_are_removed_when_the_benchmark_ends_or_fails(
+    bench, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    root = tmp_path / "root"
+    _stub(bench, monkeypatch, root, -signal.SIGKILL)
+    monkeypatch.setattr(sys, "argv", ["crash_resume.py", "--trials=2", "--max-delay=0"])
+    bench.main()
+    assert "trials 2" in capsys.readouterr().out
+    assert not root.exists()
+    _stub(bench, monkeypatch, root, 1)
+    with pytest.raises(SystemExit, match="exit code 1 in .*run-01 \\(removed at exit; --keep keeps it\\)"):
+        bench.main()
+    assert not root.exists()
+
+
+def test_keep_leaves_the_runs_and_tasks_and_says_where(bench, tmp_path: Path, monkeypatch, capsys) -> None:
+    root = tmp_path / "root"
+    _stub(bench, monkeypatch, root, -signal.SIGKILL)
+    monkeypatch.setattr(sys, "argv", ["crash_resume.py", "--trials=1", "--max-delay=0", "--keep"])
+    bench.main()
+    assert (root / "tasks").is_dir() and (root / "run-01" / "control.db").is_file()
+    assert f"runs and tasks kept in {root}" in capsys.readouterr().err
