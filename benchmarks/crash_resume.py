@@ -127,9 +127,13 @@ def main() -> None:
         parser.error(f"--trials must be at least 1, got {args.trials}")
     if args.max_delay < 0:
         parser.error(f"--max-delay must not be negative, got {args.max_delay:g}")
+    from aios_rl.contracts.errors import AiosRlError
+
     root = Path(tempfile.mkdtemp(prefix="aios-crash-resume-"))
     try:
         lines = kill_and_resume(args, root)
+    except AiosRlError as exc:  # e.g. a --tasks that is not a task set: say so, as the CLI does
+        parser.exit(2, f"error: {exc}\n")
     finally:
         if args.keep:
             print(f"runs{'' if args.tasks else ' and tasks'} kept in {root}", file=sys.stderr)
@@ -143,11 +147,13 @@ def kill_and_resume(args: argparse.Namespace, root: Path) -> list[str]:
     the summary lines."""
     from aios_rl.campaign.invariants import campaign_problems
     from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
+    from aios_rl.envs.shell.task import load_tasks
 
     tasks = args.tasks
     if tasks is None:
         tasks = root / "tasks"
         generate_benchmark(tasks, GeneratorConfig(count=6, seed=0))
+    load_tasks(tasks)  # a bad task set fails here, with its reason, not as a child's bare exit status
     config = root / "campaign.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     rng = random.Random(args.seed)

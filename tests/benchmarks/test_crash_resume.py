@@ -94,3 +94,12 @@ def test_keep_leaves_the_runs_and_tasks_and_says_where(bench, tmp_path: Path, mo
     bench.main()
     assert (root / "tasks").is_dir() and (root / "run-01" / "control.db").is_file()
     assert f"runs and tasks kept in {root}" in capsys.readouterr().err
+
+
+def test_a_missing_task_directory_is_a_clear_error(bench, tmp_path: Path, monkeypatch, capsys) -> None:
+    missing = tmp_path / "no-such-tasks"
+    monkeypatch.setattr(sys, "argv", ["crash_resume.py", "--trials=1", "--tasks", str(missing)])
+    with pytest.raises(SystemExit) as exited:
+        bench.main()
+    assert exited.value.code == 2
+    assert f"error: {missing} is not a directory" in capsys.readouterr().err
