@@ -36,6 +36,7 @@ from tqdm import tqdm
 from aios_rl.algos.distill import distill_batch_from
 from aios_rl.algos.trainer import Trainer
 from aios_rl.contracts.episode import Task
+from aios_rl.contracts.errors import AiosRlError
 from aios_rl.campaign.demos import Demonstration, distill_passes, oracle_demonstrations
 from aios_rl.campaign.students import make_student
 from aios_rl.campaign.train import ShellTrainConfig
@@ -106,7 +107,10 @@ def main() -> None:
         parser.error(f"--label-fraction must be in (0, 1], got {args.label_fraction}")
     torch.set_num_threads(1)
     config = ShellTrainConfig()
-    tasks = [t for t in load_tasks(args.tasks, split="train") if t.oracle.get("reference_patch")]
+    try:
+        tasks = [t for t in load_tasks(args.tasks, split="train") if t.oracle.get("reference_patch")]
+    except AiosRlError as exc:  # not a task set: say why, without a traceback
+        parser.error(str(exc))
     try:
         folds = split_folds([t.task_id for t in tasks], args.folds)
     except ValueError as exc:

@@ -61,3 +61,12 @@ def test_no_seeds_is_a_usage_error_before_the_demonstrations_are_built(
         bench.main()
     assert exited.value.code == 2
     assert "--seeds must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_a_missing_task_set_is_a_usage_error_not_a_traceback(bench, tmp_path, monkeypatch, capsys) -> None:
+    missing = tmp_path / "no-such-tasks"
+    monkeypatch.setattr(sys, "argv", ["warm_start_passes.py", "--tasks", str(missing)])
+    with pytest.raises(SystemExit) as exited:
+        bench.main()
+    assert exited.value.code == 2
+    assert f"{missing} is not a directory" in capsys.readouterr().err
