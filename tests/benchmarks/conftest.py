@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -24,3 +25,18 @@ def load_benchmark() -> Callable[[str], ModuleType]:
         return module
 
     return load
+
+
+@pytest.fixture
+def usage_error(monkeypatch, capsys) -> Callable[[ModuleType, list[str]], str]:
+    """Run a loaded benchmark's ``main()`` with ``argv``; check that it exits with status 2 (argparse's usage
+    error, or a framework error reported as the CLI does) and return what it wrote to stderr."""
+
+    def run(bench: ModuleType, argv: list[str]) -> str:
+        monkeypatch.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit) as exited:
+            bench.main()
+        assert exited.value.code == 2
+        return capsys.readouterr().err
+
+    return run

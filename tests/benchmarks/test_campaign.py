@@ -88,13 +88,9 @@ def test_keep_leaves_the_runs_and_says_where(load_benchmark, tmp_path: Path, mon
 
 
 def test_a_missing_task_directory_is_a_clear_error_not_a_traceback(
-    load_benchmark, tmp_path: Path, monkeypatch, capsys
+    load_benchmark, tmp_path: Path, usage_error
 ) -> None:
     bench = load_benchmark("campaign")
     missing = tmp_path / "no-such-tasks"
-    monkeypatch.setattr(sys, "argv", ["campaign.py", "--tasks", str(missing)])
-    with pytest.raises(SystemExit) as exited:
-        bench.main()
-    assert exited.value.code == 2
-    err = capsys.readouterr().err
+    err = usage_error(bench, ["campaign.py", "--tasks", str(missing)])
     assert f"error: {missing} is not a directory" in err and "Traceback" not in err

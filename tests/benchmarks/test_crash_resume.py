@@ -37,12 +37,9 @@ def test_resume_times_average_the_resumed_children(bench) -> None:
 
 
 @pytest.mark.parametrize("flag", ["--trials=0", "--max-delay=-1"])
-def test_a_setting_that_kills_nothing_is_a_usage_error(bench, monkeypatch, capsys, flag: str) -> None:
-    monkeypatch.setattr(sys, "argv", ["crash_resume.py", flag])
-    with pytest.raises(SystemExit) as exited:
-        bench.main()
-    assert exited.value.code == 2
-    assert flag.split("=")[0] in capsys.readouterr().err
+def test_a_setting_that_kills_nothing_is_a_usage_error(bench, usage_error, flag: str) -> None:
+    err = usage_error(bench, ["crash_resume.py", flag])
+    assert flag.split("=")[0] in err
 
 
 def _stub(bench, monkeypatch, root: Path, exit_code: int) -> None:
@@ -96,10 +93,7 @@ def test_keep_leaves_the_runs_and_tasks_and_says_where(bench, tmp_path: Path, mo
     assert f"runs and tasks kept in {root}" in capsys.readouterr().err
 
 
-def test_a_missing_task_directory_is_a_clear_error(bench, tmp_path: Path, monkeypatch, capsys) -> None:
+def test_a_missing_task_directory_is_a_clear_error(bench, tmp_path: Path, usage_error) -> None:
     missing = tmp_path / "no-such-tasks"
-    monkeypatch.setattr(sys, "argv", ["crash_resume.py", "--trials=1", "--tasks", str(missing)])
-    with pytest.raises(SystemExit) as exited:
-        bench.main()
-    assert exited.value.code == 2
-    assert f"error: {missing} is not a directory" in capsys.readouterr().err
+    err = usage_error(bench, ["crash_resume.py", "--trials=1", "--tasks", str(missing)])
+    assert f"error: {missing} is not a directory" in err

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 import torch
 
@@ -49,24 +47,18 @@ def test_a_fix_the_opening_does_not_offer_is_a_miss_without_a_loss(bench) -> Non
 
 
 def test_no_seeds_is_a_usage_error_before_the_demonstrations_are_built(
-    bench, tmp_path, monkeypatch, capsys
+    bench, tmp_path, monkeypatch, usage_error
 ) -> None:
     # --seeds 0 built every demonstration (sandboxed runs), then died averaging no scores (StatisticsError).
     def load_tasks(*args, **kwargs):
         raise AssertionError("loaded the task set before checking the flags")
 
     monkeypatch.setattr(bench, "load_tasks", load_tasks)
-    monkeypatch.setattr(sys, "argv", ["warm_start_passes.py", "--tasks", str(tmp_path), "--seeds", "0"])
-    with pytest.raises(SystemExit) as exited:
-        bench.main()
-    assert exited.value.code == 2
-    assert "--seeds must be at least 1, got 0" in capsys.readouterr().err
+    err = usage_error(bench, ["warm_start_passes.py", "--tasks", str(tmp_path), "--seeds", "0"])
+    assert "--seeds must be at least 1, got 0" in err
 
 
-def test_a_missing_task_set_is_a_usage_error_not_a_traceback(bench, tmp_path, monkeypatch, capsys) -> None:
+def test_a_missing_task_set_is_a_usage_error_not_a_traceback(bench, tmp_path, usage_error) -> None:
     missing = tmp_path / "no-such-tasks"
-    monkeypatch.setattr(sys, "argv", ["warm_start_passes.py", "--tasks", str(missing)])
-    with pytest.raises(SystemExit) as exited:
-        bench.main()
-    assert exited.value.code == 2
-    assert f"{missing} is not a directory" in capsys.readouterr().err
+    err = usage_error(bench, ["warm_start_passes.py", "--tasks", str(missing)])
+    assert f"{missing} is not a directory" in err
