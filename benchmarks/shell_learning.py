@@ -21,7 +21,8 @@ configuration but not of the shared warm start (e.g. ``consolidation_passes=12``
 own ``--out``.
 
 Run: ``.venv/bin/python benchmarks/shell_learning.py [--seeds 3] [--epochs 5] ...`` (defaults are the
-issue's targets; see --help). Results also go to ``--out/results.json``.
+issue's targets; see --help). Results also go to ``OUT/results-CONFIGS-sFIRST-LAST.json`` (e.g.
+``results-rl_distill_distill-rl-s0-2.json``), which ``--merge`` combines.
 """
 
 from __future__ import annotations
