@@ -124,3 +124,13 @@ def test_a_merge_never_overwrites_a_run_directorys_results(tmp_path):
     assert (uniform / RESULTS_FILE).read_text() == before
     merge_results([uniform, rail], tmp_path / "merged")
     merge_results([uniform, rail], tmp_path / "merged")  # a merge's own directory may be merged into again
+
+
+def test_an_out_that_is_a_file_is_refused_before_anything_is_written(tmp_path):
+    uniform = bench_dir(tmp_path / "u", {("uniform-16", 0): 0.6})
+    rail = bench_dir(tmp_path / "r", {("rail", 0): 0.7})
+    out = tmp_path / "merged.json"
+    out.write_text("{}\n")
+    with pytest.raises(ConfigError, match="is a file, not a directory"):
+        merge_results([uniform, rail], out)
+    assert out.read_text() == "{}\n"

@@ -200,8 +200,10 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
     Raises:
         ConfigError: a directory without results, settings or task sets that differ (other than the seeds
             and the methods), a (method, seed) present twice, methods that cover different seeds, or an
-            ``out`` that is a `bench rollouts` output itself (its results would be overwritten).
+            ``out`` that is a file or a `bench rollouts` output itself (its results would be overwritten).
     """
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory; choose a new directory")
     inputs = {d.resolve() for d in dirs}
     if out.resolve() in inputs or any(out.glob("seed-*")):
         raise ConfigError(f"--out {out} is a `bench rollouts` output; the merge would overwrite its "
