@@ -369,7 +369,7 @@ def print_table(rows: dict[str, dict[str, list[float]]], minutes: dict[str, list
     print(f"{'policy':<{width}}{'holdout %':>16}{'unseen mutants %':>20}{'unseen repos %':>18}{'train min':>11}"
           + (f"{'val % (sampled)':>18}" if val else ""))
     for name, scores in rows.items():
-        mins = f"{statistics.mean(minutes[name]):.1f}" if name in minutes else "-"
+        mins = f"{statistics.mean(minutes[name]):.1f}" if minutes.get(name) else "-"  # none kept: unknown
         extra = f"{fmt(scores.get('val', [])):>18}" if val else ""
         print(f"{name:<{width}}{fmt(scores['holdout']):>16}{fmt(scores.get('unseen_mutants', [])):>20}"
               f"{fmt(scores.get('unseen_repos', [])):>18}{mins:>11}{extra}")

@@ -87,3 +87,19 @@ def test_merge_counts_a_row_shared_by_files_over_the_same_seeds_once(bench, tmp_
     bench.merge([tmp_path / "a.json", tmp_path / "b.json"])
     (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("oracle warm start")]
     assert bench.fmt(warm) in line  # mean ± std over the three seeds, not over six copies
+
+
+def test_merge_prints_no_minutes_when_the_file_counted_for_those_seeds_had_none(
+    bench, tmp_path, capsys
+) -> None:
+    # the same configuration and seeds in two files: the first, stored before phase times, has no minutes;
+    # the second's minutes are for seeds already merged, so they are left out and nothing is left to average
+    args = {"first_seed": 0, "seeds": 3, "tasks": str(tmp_path / "no-such-tasks")}
+    rows = {"distillation + RL": {"holdout": [0.6, 0.7, 0.8]}}
+    old = {"rows": rows, "holdout_groups": {"t": "unseen_repos"}, "args": args}
+    new = old | {"train_minutes": {"distillation + RL": [9.0, 10.0, 11.0]}}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    bench.merge([tmp_path / "old.json", tmp_path / "new.json"])
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("distillation + RL")]
+    assert line.split()[-1] == "-"
