@@ -597,3 +597,12 @@ def test_a_suite_whose_summary_alone_passes_the_sandbox_cap_is_judged_whole(
         assert verdict.outcome == "success" and verdict.evidence["new_failures"] == 0
     finally:
         env.close()
+
+
+def test_a_module_starting_with_a_utf8_bom_gets_patch_candidates() -> None:
+    output = ("FAILED tests/test_calc.py::test_add\nPASSED tests/test_calc.py::test_clamp\n"
+              "1 failed, 1 passed\n")
+    run = parse_pytest(output, 1)
+    plain = patch_pool({"calc.py": CALC, "tests/test_calc.py": TESTS}, run, small_repo_functions=20)
+    bom = patch_pool({"calc.py": "\ufeff" + CALC, "tests/test_calc.py": TESTS}, run, small_repo_functions=20)
+    assert plain and [(c.qualname, c.lineno) for c in bom] == [(c.qualname, c.lineno) for c in plain]

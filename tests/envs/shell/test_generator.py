@@ -333,3 +333,13 @@ def test_force_keeps_the_old_task_set_when_nothing_replaces_it(tmp_path: Path, s
         generate_from_repo(broken, list(PYTEST_COMMAND), out, GeneratorConfig(count=2), sandbox=sandbox,
                            force=True)
     assert (out / "t1" / "manifest.json").read_text() == "{}"  # the failed runs replaced nothing
+
+
+def test_candidate_queue_mutates_a_module_starting_with_a_utf8_bom(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "calc.py").write_text("\ufeffdef add(a, b):\n    return a + b\n", encoding="utf-8")
+    (tmp_path / "tests" / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n"
+                                                     "    assert add(1, 2) == 3\n")
+    repo = discover(tmp_path, "calc", PYTEST_COMMAND)
+    queue = list(candidate_queue(repo, OPERATORS, random.Random(0)))
+    assert queue and {m.qualname for m in queue} == {"add"}

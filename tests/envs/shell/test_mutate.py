@@ -521,3 +521,15 @@ def test_a_lone_carriage_return_is_refused_not_mislocated() -> None:
     swaps = enumerate_mutations(crlf, "m.py", operators=["comparison_swap"])
     assert {apply_mutation(crlf, m) for m in swaps} == {"def f(a, b):\r\n    return a <= b\r\n",
                                                         "def f(a, b):\r\n    return a > b\r\n"}
+
+
+def test_a_module_starting_with_a_utf8_bom_is_mutated_like_one_without() -> None:
+    # Python ignores a leading BOM in a source file; editors on Windows write one.
+    plain = "def f(a): return a < 1\n\n\ndef g(b):\n    return b + 1\n"
+    bom = "\ufeff" + plain
+    assert function_qualnames(bom) == ["f", "g"]
+    expected = enumerate_mutations(plain, "m.py")
+    found = enumerate_mutations(bom, "m.py")
+    assert [(m.lineno, m.col - (m.lineno == 1)) for m in found] == [(m.lineno, m.col) for m in expected]
+    assert [apply_mutation(bom, m) for m in found] == ["\ufeff" + apply_mutation(plain, m) for m in expected]
+    assert len(fix_candidates(bom, "m.py", ["f", "g"])) == len(fix_candidates(plain, "m.py", ["f", "g"]))

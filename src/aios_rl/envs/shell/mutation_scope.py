@@ -68,8 +68,10 @@ class Source:
 
     def offset(self, lineno: int, col_bytes: int) -> int:
         line = self.lines[lineno - 1] if lineno <= len(self.lines) else ""
+        bom = len(python_ast.BOM) if lineno == 1 and line.startswith(python_ast.BOM) else 0  # not parsed
+        line = line[bom:]
         col = col_bytes if line.isascii() else len(line.encode()[:col_bytes].decode(errors="replace"))
-        return self.line_starts[lineno - 1] + col
+        return self.line_starts[lineno - 1] + bom + col
 
     def span(self, node: ast.AST) -> tuple[int, int]:
         return (self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset))

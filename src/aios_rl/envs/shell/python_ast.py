@@ -13,6 +13,9 @@ The lock covers this project's parses only: the standard library parses too, unl
 module parses a source line to place its ``^`` markers when it formats an exception, as ``logger.exception``
 does in a teacher's thread). Such a parse can disturb one of ours in the same way, so a parse that fails
 with the mismatch is parsed again, up to ``RETRIES`` times.
+
+A leading UTF-8 byte order mark is left out of the parse, as Python does when it reads a source file
+(``ast.parse`` of text refuses it); columns on line 1 then count from after it.
 """
 
 from __future__ import annotations
@@ -20,16 +23,18 @@ from __future__ import annotations
 import ast
 import threading
 
-__all__ = ["parse"]
+__all__ = ["BOM", "parse"]
 
 _LOCK = threading.Lock()
 RETRIES = 3
 _DISTURBED = "recursion depth mismatch"
+BOM = "\ufeff"
 
 
 def parse(source: str) -> ast.Module:
     """``ast.parse(source)``, never at the same time as another of ours (SyntaxError as usual), parsed again
-    up to ``RETRIES`` times when an unlocked parse disturbs it."""
+    up to ``RETRIES`` times when an unlocked parse disturbs it. A leading :data:`BOM` is skipped."""
+    source = source.removeprefix(BOM)
     with _LOCK:
         for _ in range(RETRIES):
             try:
