@@ -74,3 +74,15 @@ def test_campaign_with_an_unknown_teacher_creates_no_run_directory(tmp_path: Pat
     assert isinstance(result.exception, ConfigError), result.exception
     assert "did you mean 'codex'" in str(result.exception)
     assert not (tmp_path / "run").exists()
+
+
+def test_check_and_import_of_a_directory_without_tasks_are_errors(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("no tasks here")
+    for args in (["shell", "check-tasks", str(tmp_path / "empty")],
+                 ["shell", "import-tasks", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]):
+        result = CliRunner().invoke(app, args)
+        assert isinstance(result.exception, AiosRlError), (args, result.output)
+        message = str(result.exception)
+        assert "no task directories" in message and "manifest.json" in message and "repo/" in message
+    assert not (tmp_path / "out").exists()

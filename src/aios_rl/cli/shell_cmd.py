@@ -19,7 +19,7 @@ from aios_rl.envs.shell.generator import (
     generate_from_repo,
 )
 from aios_rl.envs.shell.importer import import_tasks
-from aios_rl.envs.shell.task import iter_task_dirs
+from aios_rl.envs.shell.task import require_task_dirs
 from aios_rl.envs.shell.validation import check_tasks as run_checks
 from aios_rl.envs.shell.validation import validation_sandbox
 
@@ -117,7 +117,8 @@ def import_tasks_cmd(
     """Validate each task in SRC (fails as given, passes with its patch) and copy the valid ones to --out.
 
     Invalid tasks are reported and skipped; nothing is half-imported. Exit code 0 when every task was
-    imported, 1 when any was rejected (the valid ones are imported all the same).
+    imported, 1 when any was rejected (the valid ones are imported all the same), 2 when SRC holds no
+    task directories.
     """
     report = import_tasks(src, out, validation_sandbox(), workers=workers, show_progress=not as_json)
     if as_json:
@@ -139,9 +140,10 @@ def check_tasks_cmd(
     """Run each task's test_command in the sandbox as given, and again with its reference_patch applied.
 
     A task is valid when it fails as given and passes with its patch (without a patch: when it fails as
-    given). Exit code 0 when every task is valid, 1 when any is invalid.
+    given). Exit code 0 when every task is valid, 1 when any is invalid, 2 when ROOT holds no task
+    directories.
     """
-    task_dirs = iter_task_dirs(root)
+    task_dirs = require_task_dirs(root)
     checks = run_checks(task_dirs, validation_sandbox(), workers=workers, show_progress=not as_json)
     invalid = [c for c in checks if not c.valid]
     if as_json:

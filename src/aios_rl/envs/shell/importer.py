@@ -21,7 +21,7 @@ from pydantic import Field
 from aios_rl.contracts.episode import Record
 from aios_rl.contracts.errors import ContractError, EnvError
 from aios_rl.envs.shell.sandbox import Sandbox
-from aios_rl.envs.shell.task import REPO, iter_task_dirs, read_manifest, write_task
+from aios_rl.envs.shell.task import REPO, read_manifest, require_task_dirs, write_task
 from aios_rl.envs.shell.validation import TaskCheck, check_tasks, validation_sandbox
 
 logger = logging.getLogger(__name__)
@@ -67,15 +67,15 @@ def import_tasks(
     already hold tasks.
 
     Raises:
-        ContractError: ``src`` is not a directory.
+        ContractError: ``src`` is not a directory or holds no task directories.
         EnvError: ``out`` lies inside ``src`` (it would be imported into itself), or is not a directory.
         SandboxError: bubblewrap is unusable.
     """
-    task_dirs = iter_task_dirs(src)
     if out.resolve().is_relative_to(src.resolve()):
         raise EnvError(f"--out {out} lies inside {src}; import into a directory outside the source")
     if out.exists() and not out.is_dir():
         raise EnvError(f"--out {out} exists and is not a directory; import into a new or existing task set")
+    task_dirs = require_task_dirs(src)  # after the checks of --out, which say more about a mistyped path
     out.mkdir(parents=True, exist_ok=True)
     sandbox = sandbox or validation_sandbox()
     checks = check_tasks(task_dirs, sandbox, workers=workers, show_progress=show_progress)

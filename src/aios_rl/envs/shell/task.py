@@ -139,6 +139,21 @@ def iter_task_dirs(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
+def require_task_dirs(root: Path) -> list[Path]:
+    """:func:`iter_task_dirs`, refusing a directory that holds none (checking or importing nothing is a
+    mistake: a wrong path, or tasks not yet generated).
+
+    Raises:
+        ContractError: ``root`` is not a directory or holds no task directories.
+    """
+    task_dirs = iter_task_dirs(root)
+    if not task_dirs:
+        raise ContractError(f"{root} holds no task directories; a task is a directory <task_id>/ holding "
+                            f"{MANIFEST} and {REPO}/ (the buggy repository), e.g. {root}/calc-1/{MANIFEST}; "
+                            "create tasks with `aios-rl shell benchmark-generate` or `tasks-from-repo`")
+    return task_dirs
+
+
 def load_tasks(root: Path, split: str | None = None) -> list[Task]:
     """Every valid task under ``root`` (optionally one split) as a Task; invalid ones raise ContractError."""
     tasks = []
