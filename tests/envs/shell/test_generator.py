@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -23,6 +24,7 @@ from aios_rl.envs.shell.generator import (
     holdout_splits,
     prepare_out_dir,
     referenced_names,
+    snapshot_repo,
 )
 from aios_rl.envs.shell.mining import _quotas, _RepoState
 from aios_rl.envs.shell.mutant_candidates import discover
@@ -343,3 +345,13 @@ def test_candidate_queue_mutates_a_module_starting_with_a_utf8_bom(tmp_path: Pat
     repo = discover(tmp_path, "calc", PYTEST_COMMAND)
     queue = list(candidate_queue(repo, OPERATORS, random.Random(0)))
     assert queue and {m.qualname for m in queue} == {"add"}
+
+
+def test_snapshot_of_a_non_git_tree_leaves_special_files_out(tmp_path: Path) -> None:
+    src = tmp_path / "repo"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "mod.py").write_text("x = 1\n")
+    os.mkfifo(src / "pkg" / "events.fifo")  # a named pipe a tool left in the working tree
+    snapshot_repo(src, tmp_path / "copy")
+    assert (tmp_path / "copy" / "pkg" / "mod.py").read_text() == "x = 1\n"
+    assert not (tmp_path / "copy" / "pkg" / "events.fifo").exists()

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
@@ -111,11 +112,20 @@ def _working_tree_files(path: Path) -> list[str] | None:
     return sorted({f for f in proc.stdout.decode(errors="surrogateescape").split("\0") if f})
 
 
+def _ignored_or_special(directory: str, names: list[str]) -> set[str]:
+    """``copytree``'s ignore: the caches of :data:`IGNORED_IN_COPIES`, and named pipes, sockets and device
+    files, which cannot be copied (``copytree`` would raise ``shutil.Error``) and hold no source."""
+    special = {n for n in names if not os.path.islink(p := os.path.join(directory, n))
+               and not os.path.isdir(p) and not os.path.isfile(p)}
+    return set(IGNORED_IN_COPIES(directory, names)) | special
+
+
 def snapshot_repo(path: Path, dest: Path) -> None:
-    """Copies the working tree of ``path`` (uncommitted edits included) to ``dest`` without ``.git``."""
+    """Copies the working tree of ``path`` (uncommitted edits included) to ``dest`` without ``.git``;
+    special files (named pipes, sockets, devices) are left out."""
     files = _working_tree_files(path)
     if files is None:
-        shutil.copytree(path, dest, ignore=IGNORED_IN_COPIES, symlinks=True)
+        shutil.copytree(path, dest, ignore=_ignored_or_special, symlinks=True)
         return
     dest.mkdir(parents=True)
     for rel in files:
