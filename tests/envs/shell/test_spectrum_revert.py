@@ -37,7 +37,8 @@ def test_ochiai_by_hand() -> None:
     assert LineSpectrum(0).ochiai("m.py", 1) == 0.0
 
 
-@pytest.mark.parametrize("bad", ["[]", "{", '{"t": {"lines": []}}', '{"t": {"failed": true, "lines": [1]}}'])
+@pytest.mark.parametrize("bad", ["[]", "{", '{"t": {"lines": []}}', '{"t": {"failed": true, "lines": [1]}}',
+                                 '{"t": {"failed": true, "lines": [["m.py", 1e999]]}}'])
 def test_malformed_spectrum_is_an_env_error(bad: str) -> None:
     with pytest.raises(EnvError, match="malformed"):
         parse_spectrum(bad)

@@ -112,7 +112,7 @@ def parse_spectrum(text: str) -> LineSpectrum:
             for path, line in record["lines"]:
                 pair = counts.setdefault((str(path), int(line)), [0, 0])
                 pair[0 if failed else 1] += 1
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:  # OverflowError: int(1e999)
         raise EnvError(f"line spectrum output is malformed: {exc}") from exc
     return LineSpectrum(failed_total, {key: (ef, ep) for key, (ef, ep) in counts.items()})
 
