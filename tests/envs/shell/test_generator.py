@@ -355,3 +355,16 @@ def test_snapshot_of_a_non_git_tree_leaves_special_files_out(tmp_path: Path) -> 
     snapshot_repo(src, tmp_path / "copy")
     assert (tmp_path / "copy" / "pkg" / "mod.py").read_text() == "x = 1\n"
     assert not (tmp_path / "copy" / "pkg" / "events.fifo").exists()
+
+
+def test_tasks_from_a_repo_whose_passing_tests_are_not_pytest_say_so(tmp_path: Path, sandbox) -> None:
+    repo = tmp_path / "proj"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    with pytest.raises(EnvError) as caught:
+        generate_from_repo(repo, ["python", "-c", "print('OK')"], tmp_path / "o", GeneratorConfig(count=2),
+                           sandbox=sandbox)
+    message = str(caught.value)
+    assert "do not pass" not in message and "exit 0" in message
+    assert "pytest" in message and "--test-cmd" in message

@@ -153,8 +153,8 @@ def generate_from_repo(
     The tree is copied without ``.git`` first; every task is an isolated copy with one mutant in it.
 
     Raises:
-        EnvError: ``path`` is not a directory, has no tests or sources, its tests do not pass as given,
-            or ``out`` is not empty (without ``force``).
+        EnvError: ``path`` is not a directory, has no tests or sources, its tests do not pass as given
+            (or pass without a pytest summary line), or ``out`` is not empty (without ``force``).
     """
     started = time.monotonic()
     if not path.is_dir():
@@ -171,6 +171,11 @@ def generate_from_repo(
         mined = mine([repo], config, sandbox, show_progress=show_progress)
         if repo_name in mined.broken:
             run = mined.broken[repo_name]
+            if run.returncode == 0 and not run.timed_out:  # it passes, but not as a pytest run says so
+                raise EnvError(f"the tests of {path} pass (exit 0) but report no passed test in a pytest "
+                               "summary line ('N passed'); mutants are judged by pytest's per-test results, "
+                               "so the test command must run pytest, e.g. --test-cmd "
+                               f'"python -m pytest -q tests". Output ends:\n{run.tail}')
             how = "timed out" if run.timed_out else f"{run.passed} passed"
             raise EnvError(f"the tests of {path} do not pass as given (exit {run.returncode}, {how}); tasks "
                            f"need a passing suite to mutate; check --test-cmd. Output ends:\n{run.tail}")

@@ -170,8 +170,9 @@ def mine(
                     state.original = run
                     if not _original_ok(run):
                         state.closed = True
-                        logger.warning("%s: tests do not pass as given (exit %s), so it gives no tasks: %s",
-                                       state.repo.name, run.returncode, run.tail[-300:])
+                        problem = "report no passed test" if run.returncode == 0 else "do not pass as given"
+                        logger.warning("%s: tests %s (exit %s), so it gives no tasks: %s",
+                                       state.repo.name, problem, run.returncode, run.tail[-300:])
                         continue
                     cpu = _limits(state, config)[1]
                     if cpu not in sandboxes:  # the caller's sandbox (binds, limits), with that CPU limit
