@@ -26,7 +26,14 @@ from aios_rl.policy.compact import (
     _masked_log_softmax,
     _sampling_probs,
 )
-from aios_rl.policy.featurize import FeatureHasher, TextHasher, lexical_overlap, stable_hash
+from aios_rl.policy.featurize import (
+    FeatureHasher,
+    TextHasher,
+    _parse_diff,
+    _tokenize,
+    lexical_overlap,
+    stable_hash,
+)
 
 SMALL = CompactStudentConfig(buckets=2**12, embed_dim=16, hidden_size=32, mlp_size=64, feature_slots=32)
 T1 = DecodingRegime(temperature=1.0, top_p=1.0)
@@ -484,3 +491,13 @@ def test_a_student_needs_at_least_one_scorer() -> None:
     with pytest.raises(ConfigError, match="text_scorer or feature_scorer"):
         CompactStudentConfig(text_scorer=False, feature_scorer=False)
     assert CompactStudent(CompactStudentConfig(buckets=256)).scorer is None  # default: features only
+
+
+def test_a_second_files_headers_are_file_tokens_not_changed_code() -> None:
+    body = ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n"
+            "+    return a + b\n--- a/other.py\n+++ b/other.py\n@@ -3 +3 @@\n-x = old\n+x = new\n")
+    parts = _parse_diff(body)
+    assert parts.file == _tokenize("calc.py calc.py other.py other.py")
+    assert "other" not in parts.removed + parts.added + parts.context
+    assert parts.removed == _tokenize("return a - b x = old")
+    assert parts.added == _tokenize("return a + b x = new")

@@ -280,22 +280,39 @@ class _DiffParts:
     context: list[str]
 
 
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
 def _parse_diff(body: str) -> _DiffParts:
-    """Split a unified diff into file-header, function-context, removed, added and context tokens."""
+    """Split a unified diff into file-header, function-context, removed, added and context tokens.
+
+    A hunk ends after the line counts its ``@@`` header gives, so a next file's ``---``/``+++`` header
+    is read as a header, not as removed and added code (a header without counts keeps its hunk open).
+    """
     parts = _DiffParts([], [], [], [], [])
     in_hunk = False
+    old_left = new_left = -1  # lines of the current hunk still to come; -1: unknown
     for line in body.split("\n"):
+        if in_hunk and old_left == new_left == 0:
+            in_hunk = False
         if not in_hunk and line.startswith(("--- ", "+++ ")):
             path = line[4:].split("\t")[0].strip()
             parts.file.extend(_tokenize(re.sub(r"^[ab]/", "", path)))
         elif line.startswith("@@"):
             in_hunk = True
+            counts = _HUNK.match(line)
+            old_left, new_left = (-1, -1) if counts is None else (
+                int(counts.group(1) or 1), int(counts.group(2) or 1))
             parts.func.extend(_tokenize(line.split("@@", 2)[-1]))  # git's "@@ ... @@ def f(" context
         elif in_hunk and line.startswith("-"):
+            old_left -= 1
             parts.removed.extend(_tokenize(line[1:]))
         elif in_hunk and line.startswith("+"):
+            new_left -= 1
             parts.added.extend(_tokenize(line[1:]))
         else:
+            if in_hunk and line.startswith(" "):
+                old_left, new_left = old_left - 1, new_left - 1
             text = line[1:] if line.startswith(" ") else line
             if (m := _DEF.match(text)) is not None:
                 parts.func.append(m.group(1).lower())
