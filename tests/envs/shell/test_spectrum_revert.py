@@ -14,7 +14,7 @@ from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.spectrum import LineSpectrum, parse_spectrum, rank_fractions, spectrum_argv
-from test_env import CALC, FIXED, make_task
+from test_env import CALC, FIXED, TESTS, make_task
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +111,22 @@ def test_revert_restores_the_reset_state_without_rerunning(tmp_path: Path, sandb
         assert fixed.terminated and env.verify().outcome == "success"
     finally:
         env.close()
+
+
+def test_every_reset_of_a_task_starts_from_the_same_files_when_the_traced_run_writes(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    # The suite appends to a log in the working copy on every run, the traced one included. A traced run
+    # that changed the files must not be recalled from the memo: the next reset would skip its writes and
+    # start from other files than the first.
+    logging_tests = 'open("runs.log", "a").write("run\\n")\n' + TESTS
+    task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": logging_tests})
+    logs = []
+    for _ in range(2):
+        env = ShellBugfixEnv(sandbox=sandbox)
+        try:
+            env.reset(task, seed=0)
+            logs.append((env._repo / "runs.log").read_text())
+        finally:
+            env.close()
+    assert logs[0] == logs[1]

@@ -486,9 +486,10 @@ class ShellBugfixEnv:
             spectrum = None
         finally:
             out.unlink(missing_ok=True)
-        if not result.timed_out:
+        after = read_tree(self._repo)
+        if not result.timed_out and after == files:  # a run that wrote files is not repeated by a recall
             memo.put(key, (spectrum,), result.duration_s)
-        return spectrum, read_tree(self._repo)
+        return spectrum, after
 
     def _search_replace(self, edit: Any) -> str:
         target = self._inside(edit.path)
