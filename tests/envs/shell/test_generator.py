@@ -368,3 +368,24 @@ def test_tasks_from_a_repo_whose_passing_tests_are_not_pytest_say_so(tmp_path: P
     message = str(caught.value)
     assert "do not pass" not in message and "exit 0" in message
     assert "pytest" in message and "--test-cmd" in message
+
+
+@pytest.mark.parametrize("is_git", [False, True])
+def test_tasks_from_a_repo_into_its_own_subdirectory_leave_earlier_tasks_out(
+    tmp_path: Path, sandbox, is_git: bool
+) -> None:
+    # `tasks-from-repo . --out tasks --force` again: the previous task set lies in the working tree, with
+    # its manifests (reference patches) and whole repository copies; none of it belongs in the new tasks.
+    repo = tmp_path / "proj"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    if is_git:
+        git(repo, "init", "-q")
+    out = repo / "tasks"
+    first = generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=1), sandbox=sandbox)
+    second = generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=1, seed=1),
+                                sandbox=sandbox, force=True)
+    assert first.generated == second.generated == 1
+    (task,) = [p for p in out.iterdir() if p.is_dir()]
+    assert not (task / "repo" / "tasks").exists()

@@ -112,20 +112,24 @@ def _working_tree_files(path: Path) -> list[str] | None:
     return sorted({f for f in proc.stdout.decode(errors="surrogateescape").split("\0") if f})
 
 
-def _ignored_or_special(directory: str, names: list[str]) -> set[str]:
-    """``copytree``'s ignore: the caches of :data:`IGNORED_IN_COPIES`, and named pipes, sockets and device
-    files, which cannot be copied (``copytree`` would raise ``shutil.Error``) and hold no source."""
+def _ignored_or_special(directory: str, names: list[str], leave_out: str | None = None) -> set[str]:
+    """``copytree``'s ignore: the caches of :data:`IGNORED_IN_COPIES`, the directory ``leave_out`` (a real
+    path), and named pipes, sockets and device files, which cannot be copied (``copytree`` would raise
+    ``shutil.Error``) and hold no source."""
     special = {n for n in names if not os.path.islink(p := os.path.join(directory, n))
-               and not os.path.isdir(p) and not os.path.isfile(p)}
+               and (not os.path.isdir(p) and not os.path.isfile(p) or os.path.realpath(p) == leave_out)}
     return set(IGNORED_IN_COPIES(directory, names)) | special
 
 
-def snapshot_repo(path: Path, dest: Path) -> None:
+def snapshot_repo(path: Path, dest: Path, leave_out: Path | None = None) -> None:
     """Copies the working tree of ``path`` (uncommitted edits included) to ``dest`` without ``.git``;
-    special files (named pipes, sockets, devices) are left out."""
+    special files (named pipes, sockets, devices) and the directory ``leave_out`` (e.g. a task set being
+    written inside the repository) are left out."""
+    skipped = os.path.realpath(leave_out) if leave_out is not None else None
     files = _working_tree_files(path)
     if files is None:
-        shutil.copytree(path, dest, ignore=_ignored_or_special, symlinks=True)
+        shutil.copytree(path, dest, ignore=lambda d, names: _ignored_or_special(d, names, skipped),
+                        symlinks=True)
         return
     dest.mkdir(parents=True)
     for rel in files:
@@ -134,6 +138,8 @@ def snapshot_repo(path: Path, dest: Path) -> None:
         src = path / rel
         if not src.is_file() and not src.is_symlink():
             continue  # deleted in the working tree but still in the index, or a submodule
+        if skipped is not None and Path(os.path.realpath(src.parent)).is_relative_to(skipped):
+            continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / rel, follow_symlinks=False)
 
@@ -166,7 +172,7 @@ def generate_from_repo(
     sandbox = sandbox or validation_sandbox()
     with tempfile.TemporaryDirectory(prefix="aios-rl-mine-") as scratch:
         root = Path(scratch) / repo_name
-        snapshot_repo(path, root)
+        snapshot_repo(path, root, leave_out=out)  # an --out inside the repository holds no source
         repo = discover(root, repo_name, test_command)
         mined = mine([repo], config, sandbox, show_progress=show_progress)
         if repo_name in mined.broken:
