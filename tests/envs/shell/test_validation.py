@@ -258,3 +258,30 @@ def test_parse_pytest_failed_unittest_subtest_fails_its_test() -> None:
     assert run.passing == ("tests/test_u.py::T::test_b",)
     assert run.failing == ("tests/test_u.py::T::test_a", "tests/test_u.py::T::test_c[p q]",
                            "tests/test_u.py::T::test_d")
+
+
+def test_parse_pytest_keeps_a_parametrised_id_holding_a_dash_whole() -> None:
+    # Real pytest 9 output (-rA --tb=short) for ids=["a] - b", "ok", "c] - d"] and a method with "e] - f".
+    out = "\n".join([
+        "..FF",
+        "=================================== FAILURES ===================================",
+        "________________________________ test_y[c] - d] ________________________________",
+        "test_x.py:5: in test_y",
+        "    assert v != 3",
+        "E   assert 3 != 3",
+        "____________________________ TestBox.test_z[e] - f] ____________________________",
+        "test_x.py:11: in test_z",
+        "E   assert 4 == 5",
+        "=========================== short test summary info ============================",
+        "PASSED test_x.py::test_y[a] - b]",
+        "PASSED test_x.py::test_y[ok]",
+        "FAILED test_x.py::test_y[c] - d] - assert 3 != 3",
+        "FAILED test_x.py::TestBox::test_z[e] - f] - assert 4 == 5",
+        "2 failed, 2 passed in 1.52s",
+    ])
+    run = parse_pytest(out, 1)
+    assert run.passing == ("test_x.py::test_y[a] - b]", "test_x.py::test_y[ok]")
+    assert run.failing == ("test_x.py::test_y[c] - d]", "test_x.py::TestBox::test_z[e] - f]")
+    long_id = "test_w.py::test_w[g] - " + "h" * 80 + "]"  # its header is too long for more than one "_"
+    errored = parse_pytest(f"_ ERROR at setup of {long_id[11:]} _\nERROR {long_id}\n1 error in 0.1s\n", 1)
+    assert errored.failing == (long_id,)

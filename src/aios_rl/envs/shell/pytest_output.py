@@ -21,6 +21,10 @@ PYTEST_REPORT_ARGS: tuple[str, ...] = ("-rA", "--tb=short", "-p", "no:cacheprovi
 
 # "FAILED tests/test_x.py::test_y[a-b] - AssertionError: ..." (the reason after " - " is optional).
 _OUTCOME_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+?(?:\[.*?\])?)(?: - .*)?$")
+# A parametrised id may itself hold "] - " ("test_y[c] - d]"): then where the id ends is read from the
+# failure's section header ("____ test_y[c] - d] ____", "____ ERROR at setup of Class.test[...] ____").
+_PARAM_END = re.compile(r"\](?= - |$)")
+_SECTION = re.compile(r"^_+ (?:ERROR at (?:setup|teardown) of )?(.+?) _+$")  # one "_" when the name is long
 # pytest 9: "SUBFAILED[msg] (i=1) tests/test_x.py::T::test_y - AssertionError"; a unittest test whose
 # subTest failed is otherwise listed as PASSED, so this line alone says it failed.
 _SUBFAILED_LINE = re.compile(r"^SUBFAILED(?:\[.*?\])? ?(?:\(.*?\))? (\S+?::\S+?(?:\[.*?\])?)(?: - .*)?$")
@@ -116,10 +120,13 @@ def parse_pytest(output: str, returncode: int, *, timed_out: bool = False) -> Su
     failing: list[str] = []
     counts: dict[str, int] = {}
     complete = False
-    for line in output.splitlines():
+    lines = output.splitlines()
+    sections = {m.group(1) for line in lines if (m := _SECTION.match(line))}
+    for line in lines:
         match = _OUTCOME_LINE.match(line)
         if match:
             kind, node = match.groups()
+            node = _whole_id(kind, line[len(kind) + 1 :], node, sections)
             if kind in ("PASSED", "XPASS"):
                 passing.append(node)
             elif kind in ("FAILED", "ERROR"):
@@ -143,6 +150,23 @@ def parse_pytest(output: str, returncode: int, *, timed_out: bool = False) -> Su
         timed_out=timed_out,
         frames=traceback_frames(output),
     )
+
+
+def _whole_id(kind: str, rest: str, node: str, sections: set[str]) -> str:
+    """The node id of a summary line whose parametrised id holds "] - " (``node`` when it does not).
+
+    A ``PASSED`` line never has a reason after the id, so all of ``rest`` is the id. Otherwise the id ends
+    at the last "]" before a " - " whose test name (classes joined by ".") heads a failure's section.
+    """
+    if "[" not in node or rest == node:
+        return node
+    if kind == "PASSED":
+        return rest
+    for end in reversed([m.end() for m in _PARAM_END.finditer(rest)]):
+        longer = rest[:end]
+        if len(longer) > len(node) and ".".join(longer.split("::")[1:]) in sections:
+            return longer
+    return node
 
 
 def exit_code_run(argv: Sequence[str], returncode: int, *, timed_out: bool = False) -> SuiteRun:
