@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from aios_rl.algos.batch import flatten_episodes, negative_states
-from aios_rl.algos.distill import distill_batch_from, distill_update
+from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
 from aios_rl.algos.grpo import anchor_ids, grpo_update, offline_update, tree_ids
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.trainer import Trainer, TrainerConfig
 from aios_rl.contracts.config import load_config
-from aios_rl.contracts.episode import BranchRef, Episode, Observation, Step
-from aios_rl.contracts.errors import ConfigError, TrainingError
+from aios_rl.contracts.episode import BranchRef, Episode, Observation, Step, TeacherSignal
+from aios_rl.contracts.errors import ConfigError, ContractError, TrainingError
 from aios_rl.policy.compact import CompactStudent, CompactStudentConfig
 
 # The toy candidates differ only in their text, so these students score text (the default scores features).
@@ -164,6 +164,20 @@ def test_distillation_warm_start_reaches_the_teacher_action() -> None:
         stats = distill_update(trainer, batch, generator=torch.Generator().manual_seed(i))
     assert stats.distill_loss < 0.5
     assert all(prob_of(policy, t, f"patch fix-{t}-2") > 0.6 for t in range(4))
+
+
+def test_distillation_from_episodes_uses_per_state_reference_actions_when_given() -> None:
+    ep = episode(0, ["patch fix-0-1", "patch fix-0-2", "stop done"], 1.0)
+    signal = TeacherSignal(status="complete", backend="oracle", confidence=1.0,
+                           reference_actions=["patch fix-0-2"])
+    whole = distill_from_episodes([ep.model_copy(update={"teacher_signal": signal})])
+    assert whole.targets == ("patch fix-0-2",) * 3
+    per_state = signal.model_copy(update={"step_reference_actions": [["patch fix-0-2"], ["stop done"], []]})
+    assert distill_from_episodes([ep.model_copy(update={"teacher_signal": per_state})]).targets == (
+        "patch fix-0-2", "stop done")  # a state with no reference actions is left out
+    short = signal.model_copy(update={"step_reference_actions": [["stop done"]]})
+    with pytest.raises(ContractError, match="for 1 states but the trajectory has 3 steps"):
+        distill_from_episodes([ep.model_copy(update={"teacher_signal": short})])
 
 
 @pytest.mark.parametrize(("n", "states", "size", "passes"), [(130, 41, 64, 2), (10, 7, 4, 3), (200, 2, 64, 1)])

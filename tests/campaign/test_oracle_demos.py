@@ -9,8 +9,8 @@ from pathlib import Path
 from aios_rl.algos.distill import distill_from_episodes
 from aios_rl.campaign.demos import oracle_demonstrations
 from aios_rl.contracts.episode import Episode, Step
-from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
-from aios_rl.envs.shell.env import ShellBugfixEnv
+from aios_rl.envs.shell.candidates import REVERT_CANDIDATE, STOP_CANDIDATE
+from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.oracle import ShellOracle
 from aios_rl.envs.shell.sandbox import Sandbox
@@ -68,3 +68,31 @@ def test_distillation_from_an_episode_targets_revert_after_a_wrong_patch_and_the
                       env_reward=-1.0, policy_version="ckpt-0")
     episode = episode.model_copy(update={"teacher_signal": ShellOracle().signal(task, episode)})
     assert distill_from_episodes([episode]).targets == (fix, REVERT_CANDIDATE)
+
+
+def test_distillation_targets_stop_once_the_files_hold_the_fix_without_stop_on_pass(tmp_path: Path) -> None:
+    # With stop_on_pass off the episode goes on after a passing fix; that state's target is `stop`, not the
+    # `revert` that undoes the fix, while the states before it keep their targets.
+    task = make_task(tmp_path)
+    env = ShellBugfixEnv(ShellEnvConfig(stop_on_pass=False), sandbox=Sandbox())
+    fix = "patch\n" + unified_diff(CALC, FIXED, "calc.py")
+    try:
+        opening = env.reset(task, seed=0)
+        wrong = next(c for c in opening.candidates if c.startswith("patch") and c != fix)
+        actions, observations, infos = [wrong, REVERT_CANDIDATE, fix, STOP_CANDIDATE], [opening], []
+        for action in actions:
+            result = env.step(action)
+            observations.append(result.observation)
+            infos.append(result.info)
+        verification = env.verify()
+    finally:
+        env.close()
+    assert infos[2]["patch_applied"] and infos[2]["tests_failed"] == 0 and not infos[2].get("stop_reason")
+    assert REVERT_CANDIDATE in observations[3].candidates and STOP_CANDIDATE in observations[3].candidates
+    steps = [Step(observation=o, action=a, logprob=0.0, entropy=0.0, info=i)
+             for o, a, i in zip(observations, actions, infos, strict=False)]
+    episode = Episode(environment="shell", task_id=task.task_id, trajectory=steps, outcome="success",
+                      reward=1.0, env_reward=1.0, policy_version="ckpt-0", verification=verification)
+    episode = episode.model_copy(update={"teacher_signal": ShellOracle().signal(task, episode)})
+    assert verification.outcome == "success"
+    assert distill_from_episodes([episode]).targets == (fix, REVERT_CANDIDATE, fix, STOP_CANDIDATE)

@@ -194,12 +194,14 @@ class FakeOracle:
 
 def test_oracle_backend_is_adopted_and_relabelled_by_position() -> None:
     oracle = FakeOracle(TeacherSignal(status="complete", backend="oracle", shaping=1.0, confidence=1.0,
-                                      reference_actions=["patch\n..."], critique="fixed"))
+                                      reference_actions=["patch\n..."], critique="fixed",
+                                      step_reference_actions=[["stop done"]]))
     config = TeacherConfig(backend="claude", fallbacks=("oracle",), retries=0)
     g = TeacherGateway(config, oracle=oracle, backends={"claude": Scripted(BackendFailure("timeout"))})
     signal = g.signal(TASK, EPISODE)
     assert (signal.status, signal.backend, signal.shaping, signal.reference_actions) == (
         "fallback_complete", "oracle", 1.0, ["patch\n..."])
+    assert signal.step_reference_actions == [["stop done"]]  # the oracle's per-state targets pass through
     g.signal(TASK, EPISODE)
     assert oracle.calls == 2  # the oracle is never cached
 

@@ -14,7 +14,7 @@ import torch
 from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.trainer import Trainer, UpdateStats
 from aios_rl.contracts.episode import Episode, Observation
-from aios_rl.contracts.errors import TrainingError
+from aios_rl.contracts.errors import ContractError, TrainingError
 
 
 def distill_batch_from(
@@ -37,14 +37,29 @@ def distill_batch_from(
 
 
 def distill_from_episodes(episodes: Sequence[Episode]) -> DistillBatch:
-    """Every visited state of episodes whose teacher signal carries reference actions."""
+    """Every visited state of episodes whose teacher signal carries reference actions.
+
+    A state's reference actions are the signal's ``step_reference_actions`` entry for it when the teacher
+    gave per-state ones (the oracle does: ``stop`` once the files hold the fix), else ``reference_actions``.
+
+    Raises:
+        ContractError: a signal's per-state reference actions do not match its episode's steps one to one.
+    """
     items = []
     for episode in episodes:
         signal = episode.teacher_signal
-        if signal is None or not signal.reference_actions or signal.status not in ("complete", "fallback_complete"):
+        if signal is None or signal.status not in ("complete", "fallback_complete"):
             continue
-        for step in episode.trajectory:
-            items.append((step.observation, episode.environment, signal.reference_actions, signal.confidence))
+        per_state = signal.step_reference_actions or [signal.reference_actions] * len(episode.trajectory)
+        if len(per_state) != len(episode.trajectory):
+            raise ContractError(
+                f"episode {episode.episode_id}: its teacher signal has step_reference_actions for "
+                f"{len(per_state)} states but the trajectory has {len(episode.trajectory)} steps; expected "
+                "one list per step (or none)"
+            )
+        for step, references in zip(episode.trajectory, per_state, strict=True):
+            if references:
+                items.append((step.observation, episode.environment, references, signal.confidence))
     return distill_batch_from(items)
 
 

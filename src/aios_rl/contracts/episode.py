@@ -136,6 +136,12 @@ class TeacherSignal(Record):
     backend: str
     critique: str = ""
     reference_actions: list[str] = Field(default_factory=list)
+    step_reference_actions: list[list[str]] = Field(
+        default_factory=list,
+        description="Per visited state, in trajectory order, the reference actions at that state (from a "
+        "teacher that follows the episode's files, such as the oracle); empty: reference_actions apply at "
+        "every state.",
+    )
     shaping: float = Field(default=0.0, ge=-1.0, le=1.0)
     confidence: float = Field(default=0.0, ge=0.0, le=1.0)
     boundary: bool = Field(default=False, description="The teacher thinks this is a borderline case.")

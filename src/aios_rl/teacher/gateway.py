@@ -404,7 +404,8 @@ class TeacherGateway:
         if signal.status == "invalid_response":
             return _Attempt("oracle", invalid=f"oracle: {signal.error or 'invalid response'}")
         answer = TeacherAnswer(critique=signal.critique, reference_actions=list(signal.reference_actions),
-                               shaping=signal.shaping, confidence=signal.confidence, boundary=signal.boundary)
+                               shaping=signal.shaping, confidence=signal.confidence, boundary=signal.boundary,
+                               step_reference_actions=[list(s) for s in signal.step_reference_actions])
         return _Attempt("oracle", answer=answer, cost_usd=signal.cost_usd)
 
     # -- results ----------------------------------------------------------------------------------------
@@ -419,6 +420,7 @@ class TeacherGateway:
             backend=attempt.backend,
             critique=answer.critique,
             reference_actions=list(answer.reference_actions),
+            step_reference_actions=[list(s) for s in answer.step_reference_actions],
             shaping=answer.shaping,
             confidence=answer.confidence,
             boundary=answer.boundary,

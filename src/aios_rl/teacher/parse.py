@@ -74,6 +74,7 @@ class TeacherAnswer:
     shaping: float = 0.0
     confidence: float = 0.0
     boundary: bool = False
+    step_reference_actions: list[list[str]] = field(default_factory=list)  # the oracle's; replies have none
 
 
 @dataclass(frozen=True)

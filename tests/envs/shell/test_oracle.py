@@ -183,6 +183,26 @@ def test_shaping_replays_a_revert(tmp_path: Path) -> None:
     assert signal.shaping == pytest.approx(0.3) and "do not hold the reference fix" in signal.critique
 
 
+def test_per_state_targets_say_stop_once_the_files_hold_the_fix(tmp_path: Path) -> None:
+    # wrong patch, revert, fix, then more steps (the environment's stop_on_pass off): the states after the
+    # fix get `stop` (revert would undo it); a patch on top of the fix makes `revert` right again.
+    task = _task(tmp_path, unified_diff(CALC, FIXED, "calc.py"))
+    fix, wrong = _patch(CALC, FIXED), _patch(CALC, CALC.replace("return a - b", "return a * b"))
+    on_top = _patch(FIXED, FIXED.replace("return min(x, high)", "return max(x, high)"))
+    actions = [(wrong, True), (REVERT_CANDIDATE, False), (fix, True), ("read calc.py", False), (on_top, True),
+               ("stop", False)]
+    steps = [Step(observation=Observation(text="obs"), action=a, logprob=0.0, entropy=0.0,
+                  info={"patch_applied": applied,
+                        "action_kind": "revert" if a == REVERT_CANDIDATE else "other"})
+             for a, applied in actions]
+    signal = ShellOracle().signal(task, _episode([]).model_copy(update={"trajectory": steps}))
+    both = [REVERT_CANDIDATE, fix]
+    assert signal.reference_actions == both
+    assert signal.step_reference_actions == [both, both, both, ["stop done"], ["stop done"], both]
+    untouched = ShellOracle().signal(task, _episode([("read calc.py", False)]))
+    assert untouched.step_reference_actions == [[fix]]
+
+
 def _crlf_task(root: Path, task_id: str) -> tuple[Task, str, str]:
     """A task whose calc.py has "\r\n" endings (written as bytes), with its reference patch; and the buggy
     and fixed texts."""

@@ -6,8 +6,11 @@
 :func:`~aios_rl.envs.shell.mutate.unified_diff`, so it equals the environment's patch candidate for the
 same edit character for character, whatever diff tool wrote the manifest. When the episode applied a
 patch, ``revert`` comes first: from a modified working copy the fix (a diff against the buggy files) is
-reached by reverting, and a consumer taking the first admissible candidate (``algos.distill``) then gets
-the right target at every visited state, since ``revert`` is offered only while the copy is modified.
+reached by reverting, and a consumer taking the first admissible candidate then gets the right target at
+every state before the fix, since ``revert`` is offered only while the copy is modified. The signal also
+carries those targets per visited state (``step_reference_actions``, what ``algos.distill`` uses): the
+same list, except ``stop`` at a state whose replayed files already hold the reference fix (reached when
+the environment's ``stop_on_pass`` is off), where ``revert`` would undo the fix.
 
 Shaping, in [-1, 1]: ``+1`` when the episode's final files hold the reference fix; otherwise ``+0.3`` for
 reading a file the fix changes and ``+0.3`` for patching a function it changes; ``-0.5`` when the
@@ -32,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from aios_rl.contracts.episode import Episode, Task, TeacherSignal, Verification
 from aios_rl.contracts.errors import EnvError
 from aios_rl.envs.shell.actions import Patch, Read, Revert, Run, file_arguments, parse_action
-from aios_rl.envs.shell.candidates import REVERT_CANDIDATE, function_at_line
+from aios_rl.envs.shell.candidates import REVERT_CANDIDATE, STOP_CANDIDATE, function_at_line
 from aios_rl.envs.shell.mutate import apply_unified_diff, unified_diff
 from aios_rl.envs.shell.task import REPO
 
@@ -116,7 +119,9 @@ class ShellOracle:
         touched: set[tuple[str, str]] = set()
         patches = 0
         initial = files
+        fixed_at: list[bool] = []  # per visited state: its files hold the reference fix
         for step in episode.trajectory:
+            fixed_at.append(_holds(files, fix))
             action = parse_action(step.action)
             if isinstance(action, Read):
                 read.add(_norm(action.path))
@@ -128,7 +133,7 @@ class ShellOracle:
                 touched |= changes
             elif isinstance(action, Revert) and step.info.get("action_kind") == "revert":
                 files = initial  # the environment put the working copy back as it was at reset
-        fixed = all(files.get(p) == text for p, text in fix.after.items())
+        fixed = _holds(files, fix)
         read_right = bool(read & fix.after.keys())
         touched_right = any(q in fix.functions.get(p, ()) for p, q in touched)
         new_failures = _count(episode.verification, "new_failures")
@@ -142,11 +147,16 @@ class ShellOracle:
             + ("its final files " + ("hold" if fixed else "do not hold") + " the reference fix")
             + (f"; {new_failures} test(s) that passed at reset fail now." if new_failures else ".")
         )
+        references = [REVERT_CANDIDATE, fix.action] if patches else [fix.action]
         return TeacherSignal(
-            status="complete", backend=BACKEND, critique=critique,
-            reference_actions=[REVERT_CANDIDATE, fix.action] if patches else [fix.action],
+            status="complete", backend=BACKEND, critique=critique, reference_actions=references,
+            step_reference_actions=[[STOP_CANDIDATE] if done else references for done in fixed_at],
             shaping=shaping, confidence=1.0, boundary=False, latency_s=time.monotonic() - start,
         )
+
+
+def _holds(files: dict[str, str], fix: ReferenceFix) -> bool:
+    return all(files.get(p) == text for p, text in fix.after.items())
 
 
 def _replay(files: dict[str, str], patch: Patch) -> tuple[dict[str, str], set[tuple[str, str]]]:
