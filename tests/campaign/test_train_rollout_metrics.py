@@ -36,3 +36,6 @@ def test_epoch_ledgers_are_per_epoch_in_one_process_and_after_a_resume(tmp_path:
     totals = [r["rollout/total_env_steps"] for r in records]
     per_epoch = [b - a for b, a in zip(totals, [0, *totals[:-1]], strict=True)]
     assert [r["rollout/env_steps"] for r in records] == per_epoch
+    # the student picks among the candidates, so the environment refused nothing; the count is written anyway
+    refused = [(r["rollout/invalid_actions"], r["rollout/total_invalid_actions"]) for r in records]
+    assert refused == [(0, 0)] * 3

@@ -162,7 +162,8 @@ def test_generate_learns_a_json_answer_and_stops(model_dir: Path) -> None:
     obs, target = [Observation(text="all tests pass")], '{"action": "stop"}'
     [before] = s.act(obs, [ENV], DecodingRegime(top_p=0.01))
     assert parse_action_json(before.action) is None
-    assert s.last_act_metrics["policy/invalid_action_frac"] == 1.0
+    assert s.last_act_metrics["policy/non_json_frac"] == 1.0
+    assert "policy/invalid_action_frac" not in s.last_act_metrics  # the environment decides what is invalid
     optimizer = torch.optim.Adam(s.parameters(), lr=3e-2)
     for _ in range(15):  # supervised warm-up: maximise log p(target + EOS)
         loss = -s.evaluate(obs, [ENV], [target]).logprobs.sum()
@@ -173,7 +174,7 @@ def test_generate_learns_a_json_answer_and_stops(model_dir: Path) -> None:
     assert sample.action == target and sample.token_ids[-1] == s.eos_id
     assert sample.logprob == 0.0  # every greedy token has probability 1 under the sampling distribution
     assert parse_action_json(sample.action) == {"action": "stop"}
-    assert s.last_act_metrics["policy/invalid_action_frac"] == 0.0
+    assert s.last_act_metrics["policy/non_json_frac"] == 0.0
     # The greedy answer is the canonical tokenization: evaluating from the text alone gives the same tokens.
     from_text = s.evaluate(obs, [ENV], [sample.action])
     from_ids = s.evaluate(obs, [ENV], [sample.action], [sample.token_ids])

@@ -275,6 +275,20 @@ def test_run_group_counts_one_batched_forward_per_step() -> None:
     assert [e.seed for e in direct] == [9, 10, 11]
 
 
+def test_the_ledger_counts_the_actions_the_environment_refused() -> None:
+    class Refusing(ToyEnv):  # "bad" is refused, as an environment marks an action it cannot take
+        def step(self, action: str) -> StepResult:
+            return super().step(action).model_copy(update={"info": {"invalid_action": action == "bad"}})
+
+    ledger, counts = Budget(), Counts()
+    episodes = run_group(lambda: Refusing(counts), tasks(1)[0], ToyPolicy(counts), size=3, seed=2,
+                         policy_version="v0", budget=ledger)
+    refused = sum(s.action == "bad" for e in episodes for s in e.trajectory)
+    assert 0 < refused < 3 * LENGTH
+    assert ledger.invalid_actions == refused and ledger.metrics()["rollout/invalid_actions"] == refused
+    assert Budget.from_state_dict({"rollouts": 2}).invalid_actions == 0  # a ledger stored before it
+
+
 def test_live_decisions_are_counted_per_arm() -> None:
     counts = Counts()
     engine = live_engine(counts)

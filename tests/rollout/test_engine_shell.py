@@ -18,6 +18,7 @@ from aios_rl.policy.base import ActionSample
 from aios_rl.rollout.allocators import AllocatorConfig, RolloutBudget, make_allocator
 from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.engine import RolloutEngine
+from aios_rl.rollout.runner import run_group
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef double(x):\n    return x + x\n"
 TESTS = (
@@ -80,3 +81,27 @@ def test_branches_on_the_real_shell_env_replay_their_parent(task: Task) -> None:
         assert [s.action for s in fork.trajectory] == [s.action for s in first.trajectory]
         assert fork.verification.evidence["files_modified"] == first.verification.evidence["files_modified"]
         assert fork.outcome == first.outcome
+
+
+class Writer:
+    """Writes the given actions in turn, as an LM in generate mode does (no candidate index)."""
+
+    hidden_size = 1
+
+    def __init__(self, actions: list[str]) -> None:
+        self.actions = iter(actions)
+
+    def act(self, observations, environments, regime, generator=None):
+        return [ActionSample(next(self.actions), None, 0.0, 0.0, 0.0, hidden=(0.0,)) for _ in observations]
+
+
+def test_the_ledger_counts_what_the_shell_refused_not_what_is_not_json(task: Task) -> None:
+    # `{"action": "fly"}` is JSON but the environment refuses it; the text form `stop` is not JSON but the
+    # environment takes it: rollout/invalid_actions counts the first only.
+    ledger = Budget()
+    (episode,) = run_group(lambda: ShellBugfixEnv(ShellEnvConfig(max_steps=3), sandbox=Sandbox()), task,
+                           Writer(['{"action": "fly"}', "stop"]), size=1, seed=0, policy_version="v0",
+                           budget=ledger)
+    assert [s.info["invalid_action"] for s in episode.trajectory] == [True, False]
+    assert episode.trajectory[-1].info["stop_reason"] == "student_stop"
+    assert ledger.invalid_actions == 1 and ledger.metrics()["rollout/invalid_actions"] == 1.0

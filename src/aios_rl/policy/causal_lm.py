@@ -196,8 +196,10 @@ class CausalLMStudent:
         tokenizer: its tokenizer.
         value_head: ``Linear(hidden_size, 1)`` on the prompt's final hidden state, float32.
         hidden_size: width of the model's hidden state (length of ``ActionSample.hidden``).
-        last_act_metrics: ``policy/*`` fractions from the latest ``act`` call (answers that are not one
-            JSON action, answers cut at ``max_new_tokens``, truncated prompts), also logged as a warning.
+        last_act_metrics: ``policy/*`` fractions from the latest ``act`` call (``non_json_frac``: answers
+            that are not one JSON action, whether or not the environment takes them; which actions it
+            refused is the rollout ledger's ``rollout/invalid_actions``; ``answer_truncated_frac``: answers
+            cut at ``max_new_tokens``; ``prompt_truncated_frac``), also logged as a warning.
 
     Example:
         >>> student = CausalLMStudent(CausalLMStudentConfig(model_path="/models/tiny"))  # doctest: +SKIP
@@ -420,16 +422,16 @@ class CausalLMStudent:
         prompts, truncated = self._prompts(observations, environments, with_candidates=False)
         # One observation at a time: no left padding, so every prompt is exactly what evaluate sees.
         samples = [self._generate_one(prompt, regime, generator) for prompt in prompts]
-        invalid = sum(not is_json_action(s.action) for s in samples)
+        non_json = sum(not is_json_action(s.action) for s in samples)
         cut = sum(s.token_ids is not None and s.token_ids[-1] not in self.stop_ids for s in samples)
-        if invalid or cut:
+        if non_json or cut:
             logger.warning(
                 "causal LM student: %d of %d answers are not one JSON action, %d hit max_new_tokens=%d",
-                invalid, len(samples), cut, self.config.max_new_tokens,
+                non_json, len(samples), cut, self.config.max_new_tokens,
             )
         n = len(observations)
         self.last_act_metrics = {
-            "policy/invalid_action_frac": invalid / n,
+            "policy/non_json_frac": non_json / n,
             "policy/answer_truncated_frac": cut / n,
             "policy/prompt_truncated_frac": sum(truncated) / n,
         }

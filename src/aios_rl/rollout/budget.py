@@ -16,6 +16,8 @@ class Budget:
         branches: of those, rollouts branched from another rollout's snapshot (they share its prefix).
         discarded: of those, rollouts whose group was replaced or dropped (DAPO), so never trained on.
         env_steps: environment steps actually taken (a branch's copied prefix is not counted again).
+        invalid_actions: of those, steps whose action the environment refused (``info["invalid_action"]``:
+            unparseable, unknown or not allowed there), whatever form the policy wrote it in.
         policy_forwards: batched ``policy.act`` calls.
         candidates_scored / tokens_generated: the work inside those calls: candidates offered to a policy
             that chose among them, tokens of actions a policy wrote (an LM in generate mode).
@@ -28,6 +30,7 @@ class Budget:
     branches: int = 0
     discarded: int = 0
     env_steps: int = 0
+    invalid_actions: int = 0
     policy_forwards: int = 0
     candidates_scored: int = 0
     tokens_generated: int = 0

@@ -144,6 +144,7 @@ def run_rollouts(
                 samples = _act(running, policy, generator, budget, distinct, drawn)
                 list(pool.map(lambda pair: _advance(*pair), zip(running, samples)))
                 budget.env_steps += len(running)
+                budget.invalid_actions += sum(bool(i.steps[-1].info.get("invalid_action")) for i in running)
             verifications = list(pool.map(lambda item: _verify(item.env), live))
         finally:
             for env in envs:
