@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from aios_rl.cli.lineage_cmd import lineage_tree
 from aios_rl.control import lineage
 from aios_rl.control.lineage import CheckpointRecord, LineageState
+
+if TYPE_CHECKING:  # imported where used: they pull in torch
+    from aios_rl.contracts.episode import Episode
+    from aios_rl.control.plane import ControlPlane
 
 
 def chain(n: int) -> LineageState:
@@ -41,39 +46,71 @@ def test_tree_lists_siblings_in_registration_order() -> None:
     assert [len(line) - len(line.lstrip()) for line in lineage_tree(state)[1:]] == [0, 2, 4, 2]
 
 
-def test_rollback_next_to_a_live_writer_never_leaves_an_unopenable_run(tmp_path: Path) -> None:
-    """`lineage rollback` commits while a campaign holds its own plane: the campaign's next event, folded on
-    the stale state it holds, must be refused, not committed where the log's fold cannot apply it."""
+def _monitoring_run(run: Path) -> ControlPlane:
+    """A writer (the campaign) left open with its epoch monitoring c1 against c0."""
     import torch
-    from typer.testing import CliRunner
 
-    from aios_rl.cli.main import app
-    from aios_rl.contracts.episode import Comparison, Episode, Observation, Step
-    from aios_rl.contracts.errors import StorageError
     from aios_rl.control.plane import ControlPlane
 
-    def episode(relative: str | None = None) -> Episode:
-        return Episode(
-            environment="shell", task_id="t", outcome="success", reward=1.0, env_reward=1.0,
-            policy_version="x",
-            trajectory=[Step(observation=Observation(text="o"), action="a", logprob=-0.1, entropy=0.1)],
-            comparison=(None if relative is None
-                        else Comparison(status="completed", relative_outcome=relative)),
-        )
-
-    run = tmp_path / "run"
-    live = ControlPlane(run)  # the campaign
+    live = ControlPlane(run)
     live.save_checkpoint("c0", {"w": torch.zeros(2)}, {})
     live.initialize("c0")
     live.open_epoch()
     for _ in range(4):
-        live.record_episode(episode(), admitted=True)
+        live.record_episode(_episode(), admitted=True)
     live.save_checkpoint("c1", {"w": torch.ones(2)}, {}, parent="c0")
-    live.complete_update("c1")  # monitoring c1 against c0
+    live.complete_update("c1")
+    return live
+
+
+def _episode(relative: str | None = None) -> Episode:
+    from aios_rl.contracts.episode import Comparison, Episode, Observation, Step
+
+    return Episode(
+        environment="shell", task_id="t", outcome="success", reward=1.0, env_reward=1.0, policy_version="x",
+        trajectory=[Step(observation=Observation(text="o"), action="a", logprob=-0.1, entropy=0.1)],
+        comparison=None if relative is None else Comparison(status="completed", relative_outcome=relative),
+    )
+
+
+def test_rollback_next_to_a_live_writer_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    """`lineage rollback` while a campaign holds the run for writing: refused by the run's writer lock with
+    the clear error, and the campaign goes on with the state it holds."""
+    from typer.testing import CliRunner
+
+    from aios_rl.cli.main import app
+    from aios_rl.contracts.errors import RunLockedError
+    from aios_rl.control.plane import ControlPlane
+
+    run = tmp_path / "run"
+    live = _monitoring_run(run)
     result = CliRunner().invoke(app, ["lineage", "rollback", "--run", str(run), "--reason", "operator"])
-    assert result.exit_code == 0, result.output
+    assert isinstance(result.exception, RunLockedError), result.output
+    assert "being written by another process" in str(result.exception)
+    live.record_comparison(_episode("same"))  # the campaign's next event commits: nobody wrote beside it
+    live.close()
+    with ControlPlane(run, writer=False) as reopened:
+        assert reopened.state == reopened.replay_from_scratch()
+        assert reopened.state.lineage.active == "c1" and reopened.state.ledger.open_epoch is not None
+    result = CliRunner().invoke(app, ["lineage", "rollback", "--run", str(run), "--reason", "operator"])
+    assert result.exit_code == 0, result.output  # once the campaign is gone the rollback goes through
+
+
+def test_a_writer_that_bypassed_the_lock_never_leaves_an_unopenable_run(tmp_path: Path) -> None:
+    """Below the lock (an older aios-rl, or a store opened without it): an event another writer committed
+    makes the live writer's next event, folded on the stale state it holds, refused rather than committed
+    where the log's fold cannot apply it."""
+    from aios_rl.contracts.episode import utc_now
+    from aios_rl.contracts.errors import StorageError
+    from aios_rl.control.plane import ControlPlane
+    from aios_rl.storage.db import RunStore
+
+    run = tmp_path / "run"
+    live = _monitoring_run(run)
+    with RunStore(run / "control.db") as other:  # the operator's rollback, committed without the lock
+        other.append_event("op-rollback", "lineage.rolled_back", {"reason": "operator"}, utc_now())
     with pytest.raises(StorageError, match="another process"):
-        live.record_comparison(episode("same"))  # its epoch was closed by the rollback it has not seen
+        live.record_comparison(_episode("same"))  # its epoch was closed by the rollback it has not seen
     live.close()
     with ControlPlane(run, writer=False) as reopened:  # the run still opens, with the operator's rollback
         assert reopened.state == reopened.replay_from_scratch()

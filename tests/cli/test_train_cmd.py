@@ -59,3 +59,40 @@ def test_the_json_of_a_redistillation_is_valid_json(tmp_path: Path, monkeypatch)
     result = CliRunner().invoke(app, ["shell", "redistill", "--run", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     assert strict_json(result.stdout) == {"phase": "redistill", "passes": 2, "train/first_ratio_mean": None}
+
+
+def test_a_second_shell_train_on_a_run_being_trained_fails_fast_and_touches_nothing(tmp_path: Path) -> None:
+    """`shell train --run R` while another process trains R: exit code 2 with the clear message, and the
+    other process's checkpoint save in flight and the run's log are left as they were."""
+    import os
+    import subprocess
+
+    from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+    from aios_rl.control.plane import ControlPlane
+
+    make_task(tmp_path)
+    run = tmp_path / "run"
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none")
+    ShellTraining(run, tmp_path / "tasks", config).close()
+    with ControlPlane(run, writer=False) as before:
+        events = before.store.event_count()
+    holder = ("import sys\nfrom aios_rl.control.plane import ControlPlane\n"
+              "plane = ControlPlane(sys.argv[1])\n"
+              "(plane.checkpoints.root / '.tmp-ckpt-0009-inflight').mkdir()\n"
+              "print('ready', flush=True)\nsys.stdin.read()\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", holder, str(run)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        second = subprocess.run([sys.executable, "-m", "aios_rl.cli", "shell", "train", "--run", str(run),
+                                 "--epochs", "2"], capture_output=True, text=True, timeout=120, env=env)
+        assert second.returncode == 2, second.stderr
+        assert f"is being written by another process (pid {proc.pid})" in second.stderr
+        assert "Traceback" not in second.stderr
+        assert (run / "checkpoints" / ".tmp-ckpt-0009-inflight").is_dir()
+    finally:
+        proc.kill()
+        proc.wait(60)
+    with ControlPlane(run, writer=False) as after:
+        assert after.store.event_count() == events

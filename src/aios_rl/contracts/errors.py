@@ -42,6 +42,10 @@ class StorageError(AiosRlError):
     """The run store or a checkpoint file is missing, corrupt or cannot be written."""
 
 
+class RunLockedError(StorageError):
+    """A run directory is already open for writing by another process (one writer per run at a time)."""
+
+
 class LineageError(AiosRlError):
     """A lineage transition is not allowed in the current state (e.g. update while frozen)."""
 

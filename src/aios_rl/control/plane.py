@@ -23,6 +23,7 @@ from aios_rl.control.events import ControlConfig, ControlState, Event, EventKind
 from aios_rl.control.lineage import CheckpointRecord
 from aios_rl.storage.checkpoints import CheckpointStore
 from aios_rl.storage.db import EpisodeRow, RunStore
+from aios_rl.storage.run_lock import WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,11 @@ class ControlPlane:
         run_dir: the run directory (``control.db`` and ``checkpoints/`` live there).
         config: control settings for a NEW run; an existing run keeps the settings it was created with
             (passing different ones is a ConfigError, so a run directory alone reproduces the run).
-        writer: False for read-only inspection (status, lineage show) next to a running writer.
+        writer: False for read-only inspection (status, lineage show) next to a running writer. A writer
+            holds the run's writer lock until :meth:`close` (see :mod:`aios_rl.storage.run_lock`).
+
+    Raises:
+        RunLockedError: ``writer`` and another open writer (in any process) holds the run.
     """
 
     def __init__(
@@ -48,11 +53,17 @@ class ControlPlane:
         writer: bool = True,
     ) -> None:
         self.run_dir = Path(run_dir)
-        self.store = RunStore(self.run_dir / "control.db", synchronous=synchronous)
+        # Held until close: a second writer is refused here, before it can sweep or commit anything.
+        self._lock = WriterLock(self.run_dir) if writer else None
+        try:
+            self.store = RunStore(self.run_dir / "control.db", synchronous=synchronous)
+        except BaseException:
+            self._release_lock()
+            raise
         try:
             self.checkpoints = CheckpointStore(self.run_dir / "checkpoints")
             if writer:
-                # Leftovers of checkpoint saves a crash cut off; only the single writer may remove them.
+                # Leftovers of checkpoint saves a crash cut off; only the lock holder may remove them.
                 swept = self.checkpoints.sweep_temp()
                 if swept:
                     log.warning("removed %d partial checkpoint write(s) left by a crash in %s", swept,
@@ -67,7 +78,7 @@ class ControlPlane:
                     f"version, or damaged): {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
                 ) from None
         except BaseException:
-            self.store.close()  # e.g. a changed control config: the refused opener holds no connection open
+            self.close()  # e.g. a changed control config: the refused opener holds no connection (nor lock)
             raise
 
     def _resolve_config(self, config: ControlConfig | None) -> ControlConfig:
@@ -313,6 +324,11 @@ class ControlPlane:
 
     def close(self) -> None:
         self.store.close()
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
     def __enter__(self) -> ControlPlane:
         return self

@@ -1,0 +1,100 @@
+"""One writer per run directory: a second writer is refused while another process holds the run, readers are
+not, and the run's in-flight checkpoint save is never swept away by the refused opener."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from aios_rl.contracts.errors import RunLockedError, StorageError
+from aios_rl.control.plane import ControlPlane
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+# Opens the run for writing, starts a checkpoint save (its work directory exists) and holds the run until its
+# stdin closes.
+HOLDER = """
+import sys
+from pathlib import Path
+from aios_rl.control.plane import ControlPlane
+plane = ControlPlane(Path(sys.argv[1]))
+(plane.checkpoints.root / ".tmp-c1-inflight").mkdir(parents=True)
+print("ready", flush=True)
+sys.stdin.read()
+plane.close()
+print("closed", flush=True)
+"""
+
+
+@pytest.fixture
+def held_run(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    run = tmp_path / "run"
+    with ControlPlane(run) as plane:  # an existing run with an active checkpoint
+        plane.save_checkpoint("c0", {"w": torch.zeros(2)}, {})
+        plane.initialize("c0")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(run)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        yield run, proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(60)
+
+
+def test_a_second_writer_is_refused_and_sweeps_nothing(held_run: tuple[Path, subprocess.Popen[str]]) -> None:
+    run, proc = held_run
+    with pytest.raises(RunLockedError, match=rf"being written by another process \(pid {proc.pid}\)"):
+        ControlPlane(run)
+    assert (run / "checkpoints" / ".tmp-c1-inflight").is_dir()  # the holder's save in progress is untouched
+
+
+def test_the_refusal_is_a_storage_error(held_run: tuple[Path, subprocess.Popen[str]]) -> None:
+    """Callers (and the CLI's exit code 2) that catch StorageError keep working."""
+    run, _ = held_run
+    with pytest.raises(StorageError, match="aios-rl status"):
+        ControlPlane(run)
+
+
+def test_readers_open_next_to_the_writer(held_run: tuple[Path, subprocess.Popen[str]]) -> None:
+    run, _ = held_run
+    with ControlPlane(run, writer=False) as reader:
+        assert reader.state.lineage.active == "c0"
+    assert (run / "checkpoints" / ".tmp-c1-inflight").is_dir()
+
+
+def test_the_run_opens_for_writing_once_the_holder_closes_it(
+    held_run: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    run, proc = held_run
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    assert proc.stdout.readline().strip() == "closed"
+    with ControlPlane(run) as plane:  # the lock is released on close (the holder is still alive)
+        assert plane.state.lineage.active == "c0"
+    assert not (run / "checkpoints" / ".tmp-c1-inflight").exists()  # swept now: no save is in flight
+
+
+def test_the_lock_dies_with_its_process(held_run: tuple[Path, subprocess.Popen[str]]) -> None:
+    run, proc = held_run
+    proc.kill()
+    proc.wait(60)
+    with ControlPlane(run) as plane:  # a SIGKILLed writer leaves no lock behind
+        assert plane.state.lineage.active == "c0"
+
+
+def test_a_writer_in_the_same_process_is_refused_until_the_first_closes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    first = ControlPlane(run)
+    with pytest.raises(RunLockedError, match=rf"pid {os.getpid()}"):
+        ControlPlane(run)
+    first.close()
+    ControlPlane(run).close()
