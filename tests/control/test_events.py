@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from aios_rl.contracts.errors import LedgerError
 from aios_rl.control.events import ControlConfig, ControlState, Event, reduce
 from aios_rl.control.lineage import CheckpointRecord
 
@@ -46,3 +49,10 @@ def test_a_rollback_moves_its_triggers_to_negative_but_a_boundary_case_stays_dia
     # A run stored under semantics 2 moved it, and reopens to the state it had.
     old = reduce([*events, close], ControlConfig(semantics=2))
     assert _lanes(old)["m0"] == "negative"
+
+
+def test_an_epoch_closed_with_an_unknown_decision_is_refused_by_the_fold() -> None:
+    """Folding it would close the epoch as a rollback while the lineage kept the update: refused instead."""
+    before = reduce(_monitoring(("m0", "worse", False)), ControlConfig())
+    with pytest.raises(LedgerError, match="unknown close decision 'promoted'"):
+        reduce([Event(kind="epoch.closed", payload={"decision": "promoted"})], ControlConfig(), before)

@@ -213,3 +213,9 @@ def test_a_completed_comparison_without_an_outcome_is_refused_before_it_is_count
         ledger.record_comparison(state, result(9, None))
     filled = with_results(["same", "same", "same", "better"])
     assert ledger.decide_close(filled.current, CFG) == "promote"
+
+
+def test_an_unknown_close_decision_is_refused_not_taken_for_a_rollback() -> None:
+    state = with_results(["worse", "worse", "worse", "same"])
+    with pytest.raises(LedgerError, match="unknown close decision 'rolback'.*rollback, insufficient_coverage"):
+        ledger.close(state, "rolback", CFG)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ pure; see ARCHITECTURE §5 and ``reference/original-aios-rl.md`` §3 for the sem
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -202,6 +202,10 @@ def close(
     ``count_reopened`` False folds a run stored before reopened windows counted toward the limit
     (``ControlConfig.semantics`` 1): a reopen then starts a fresh window without counting it.
     """
+    if decision not in get_args(CloseDecision):
+        raise LedgerError(
+            f"unknown close decision {decision!r}; expected one of {', '.join(get_args(CloseDecision))}"
+        )
     epoch = _require_phase(state, "monitoring")
     if not count_reopened and decision in ("insufficient_coverage", "failed_comparisons"):
         return state.model_copy(update={"current": epoch.model_copy(update={"results": []})})
