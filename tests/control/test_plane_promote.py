@@ -162,3 +162,34 @@ def test_a_log_this_version_cannot_read_is_a_storage_error(
     for writer in (True, False):
         with pytest.raises(StorageError, match="does not read under this aios-rl"):
             ControlPlane(tmp_path / "run", writer=writer)
+
+
+def test_an_update_outside_the_ledger_is_refused_while_an_epoch_is_open(tmp_path: Path) -> None:
+    """Inside an update epoch pre_update_ref stays frozen until it closes (ARCHITECTURE §5): an ungated
+    update (``in_epoch=False``, shell train's) there would move it under the comparisons being counted."""
+    from aios_rl.contracts.episode import Episode, Observation, Step
+    from aios_rl.contracts.errors import LedgerError
+    from aios_rl.control.ledger import LedgerConfig
+
+    step = Step(observation=Observation(text="o", candidates=["a"]), action="a", logprob=0.0, entropy=0.0,
+                terminated=True)
+    episode = Episode(environment="shell", task_id="t", trajectory=[step], outcome="failure", reward=-1.0,
+                      env_reward=-1.0, policy_version="c0")
+    plane = ControlPlane(tmp_path / "run", ControlConfig(ledger=LedgerConfig(batch_size=1)))
+    try:
+        for number in range(3):
+            plane.save_checkpoint(f"c{number}", {"w": torch.zeros(1) + number}, {},
+                                  parent=f"c{number - 1}" if number else None)
+        plane.initialize("c0")
+        plane.open_epoch()
+        with pytest.raises(LedgerError, match="no update epoch open"):
+            plane.complete_update("c1", in_epoch=False)  # collection
+        plane.record_episode(episode, admitted=True)  # seals the batch
+        plane.complete_update("c1")  # monitoring c1 against c0
+        before, events = plane.state, plane.store.event_count()
+        with pytest.raises(LedgerError, match="no update epoch open"):
+            plane.complete_update("c2", in_epoch=False)
+        assert plane.state == before and plane.store.event_count() == events
+        assert (plane.state.lineage.pre_update_ref, plane.state.lineage.active) == ("c0", "c1")
+    finally:
+        plane.close()

@@ -97,6 +97,13 @@ def apply(state: ControlState, event: Event, config: ControlConfig) -> ControlSt
             if p.get("lane"):
                 pool = pool.add(_entry(p, p["lane"], led), config.replay)
         case "update.completed":
+            if not p.get("in_epoch", True) and led.open_epoch is not None:
+                # as for a promotion outside the ledger: pre_update_ref stays frozen until the epoch closes
+                raise LedgerError(
+                    f"an update outside the ledger (in_epoch false) needs no update epoch open; epoch "
+                    f"{led.open_epoch.epoch} is in phase {led.open_epoch.phase}: complete it in the epoch or "
+                    "close the epoch first"
+                )
             lin = lineage.update_completed(lin, p["checkpoint_id"])
             if p.get("in_epoch", True):
                 led = ledger.update_completed(led)
