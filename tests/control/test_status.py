@@ -154,3 +154,27 @@ def test_bad_windows_are_config_errors(run: Path) -> None:
         report_of(run, windows=(0,))
     with pytest.raises(ConfigError, match="recent"):
         report_of(run, recent=-1)
+
+
+def test_the_last_closed_epoch_counts_every_window_it_ran(tmp_path: Path) -> None:
+    """An epoch that monitored two windows before it closed: its line counts all four comparisons, not the
+    last window's two (the ledger's window results start afresh each window)."""
+    from aios_rl.control.events import ControlConfig
+    from aios_rl.control.ledger import LedgerConfig
+
+    config = ControlConfig(ledger=LedgerConfig(monitor_window=2, max_monitor_windows=2))
+    with ControlPlane(tmp_path / "run", config) as plane:
+        save(plane, "c0")
+        plane.initialize("c0")
+        collect_and_update(plane, "c1", ["success"] * 4)
+        compare(plane, "shell", ["same", "same"])
+        plane.close_epoch(plane.pending_decision())  # keep_monitoring: a second window
+        assert plane.state.ledger.open_epoch is not None
+        compare(plane, "shell", ["same", "worse"])
+        plane.close_epoch(plane.pending_decision())
+        assert plane.state.ledger.current.close_reason == "no_improvement"
+        collect_and_update(plane, "c2", ["success"] * 4)  # the next epoch is open: epoch 1 is still the last
+        compare(plane, "shell", ["better"])
+    assert report_of(tmp_path / "run")["last_close"] == {
+        "epoch": 1, "close_reason": "no_improvement", "better": 0, "same": 3, "worse": 1, "failed": 0
+    }

@@ -69,7 +69,8 @@ class EpochState(Record):
 
 
 class EpochSummary(Record):
-    """What remains of a closed epoch."""
+    """What remains of a closed epoch. The counts are its last monitoring window's (the fold keeps no more;
+    `aios-rl status` counts every window of the last closed epoch from the event log)."""
 
     epoch: int
     close_reason: str

@@ -34,6 +34,9 @@ class _LogScan:
     last_alarm: dict[str, Any] | None = None
     # environment -> its episode ids in log order (a dict used as an ordered set)
     episodes: dict[str, dict[str, None]] = field(default_factory=dict)
+    # epoch -> its comparison results over every monitoring window (the open epoch and the one before it:
+    # the ledger's summary of a closed epoch counts only its last window)
+    epoch_results: dict[int, list[ledger.ComparisonResult]] = field(default_factory=dict)
 
 
 def _scan(plane: ControlPlane, recent: int) -> _LogScan:
@@ -45,6 +48,7 @@ def _scan(plane: ControlPlane, recent: int) -> _LogScan:
         scan.last_event_at, p = event.created_at, event.payload
         if event.kind == "epoch.opened":
             epoch += 1
+            scan.epoch_results = {e: r for e, r in scan.epoch_results.items() if e == epoch - 1}
         elif event.kind == "teacher.alarm":
             scan.last_alarm = {"kind": p.get("kind"), "at": event.created_at}
         if event.kind in ("episode.recorded", "comparison.recorded"):
@@ -53,6 +57,10 @@ def _scan(plane: ControlPlane, recent: int) -> _LogScan:
             seen[p["episode_id"]] = None
         if event.kind == "comparison.recorded":
             scan.comparisons += 1
+            scan.epoch_results.setdefault(epoch, []).append(ledger.ComparisonResult(
+                episode_id=p["episode_id"], environment=p["environment"], status=p["status"],
+                relative_outcome=p.get("relative_outcome"),
+            ))
             scan.recent.append(
                 {
                     "episode_id": p["episode_id"],
@@ -114,7 +122,11 @@ def status_report(
     state, lin, led = plane.state, plane.state.lineage, plane.state.ledger
     current = led.current
     scan = _scan(plane, recent)
-    last_close = led.history[-1] if led.history else None
+    last_close = None
+    if led.history:  # the summary's counts are its last window's: count the epoch's every window
+        summary = led.history[-1]
+        every_window = ledger.counts(scan.epoch_results.get(summary.epoch, []))
+        last_close = summary.model_dump(mode="json") | every_window
     return {
         "run": str(plane.run_dir),
         "phase": current.phase if current is not None else None,
@@ -137,7 +149,7 @@ def status_report(
         "events": state.applied,
         "last_event_at": scan.last_event_at,
         "epochs_closed": len(led.history),
-        "last_close": last_close.model_dump(mode="json") if last_close is not None else None,
+        "last_close": last_close,
         "recent_comparisons": list(scan.recent),
         "success_rates": _success_rates(plane, scan.episodes, windows),
     }
