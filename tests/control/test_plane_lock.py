@@ -1,5 +1,6 @@
 """One writer per run directory: a second writer is refused while another process holds the run, readers are
-not, and the run's in-flight checkpoint save is never swept away by the refused opener."""
+not, and the run's in-flight checkpoint save is never swept away by the refused opener; what a crash left
+behind is cleaned up only by the writer holding the lock."""
 
 from __future__ import annotations
 
@@ -98,3 +99,35 @@ def test_a_writer_in_the_same_process_is_refused_until_the_first_closes(tmp_path
         ControlPlane(run)
     first.close()
     ControlPlane(run).close()
+
+
+def test_a_checkpoint_killed_before_its_registration_is_removed_by_the_next_writer(tmp_path: Path) -> None:
+    """save_checkpoint writes the files, then registers them; a kill in between leaves a complete but
+    unregistered directory. The next writer removes it, so the run's next save under that id (shell train
+    numbers its checkpoints by count) is not refused as an immutable checkpoint with different content."""
+    run = tmp_path / "run"
+    with ControlPlane(run) as plane:
+        plane.save_checkpoint("ckpt-0000", {"w": torch.zeros(2)}, {})
+        plane.initialize("ckpt-0000")
+        plane.checkpoints.save("ckpt-0001", {"w": torch.ones(2)}, {})  # the files, then the kill
+    with ControlPlane(run, writer=False) as reader:  # a reader removes nothing
+        assert reader.checkpoints.exists("ckpt-0001")
+    with ControlPlane(run) as plane:
+        assert plane.checkpoints.list_ids() == ["ckpt-0000"]
+        plane.save_checkpoint("ckpt-0001", {"w": torch.full((2,), 2.0)}, {}, parent="ckpt-0000")
+        plane.complete_update("ckpt-0001", in_epoch=False)
+        assert plane.load_checkpoint("ckpt-0001")[0]["w"].tolist() == [2.0, 2.0]
+
+
+def test_only_unregistered_checkpoints_are_removed(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with ControlPlane(run) as plane:
+        plane.save_checkpoint("c0", {"w": torch.zeros(2)}, {})
+        plane.initialize("c0")
+        plane.checkpoints.save("orphan", {"w": torch.ones(2)}, {})
+    (run / "checkpoints" / "notes").mkdir()  # not a checkpoint: left alone
+    (run / "checkpoints" / "notes" / "todo.txt").write_text("x")
+    with ControlPlane(run) as plane:
+        assert plane.checkpoints.list_ids() == ["c0"]
+        assert plane.verify_pointers() == []
+    assert (run / "checkpoints" / "notes" / "todo.txt").is_file()

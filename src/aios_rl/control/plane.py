@@ -72,6 +72,8 @@ class ControlPlane:
             try:
                 self.config = self._resolve_config(config)
                 self.seq, self.state = self._load()
+                if writer:  # files a crash left between a save and its registration: nothing names them
+                    self.checkpoints.remove_unregistered(self.state.lineage.checkpoints)
             except ValidationError as exc:  # a field or an event kind this version does not know
                 raise StorageError(
                     f"{self.run_dir}: its control log does not read under this aios-rl (written by a newer "
@@ -164,7 +166,7 @@ class ControlPlane:
         env_versions: Mapping[str, str] | None = None,
     ) -> CheckpointRecord:
         """Write the checkpoint files atomically, then register them (files first: a crash in between
-        leaves an unregistered directory, never a record without files)."""
+        leaves an unregistered directory, never a record without files; the next writer removes it)."""
         files = self.checkpoints.save(checkpoint_id, tensors, meta)
         record = CheckpointRecord(
             checkpoint_id=checkpoint_id,

@@ -9,7 +9,8 @@ JSON, so an edited value is caught even when the control store's ``meta_sha256``
 Crash safety: a checkpoint is built in ``<root>/.tmp-<id>-<random>/``; each file is written to a temp name,
 fsynced and renamed, then the directory is renamed to its final name and the root fsynced. A directory
 under a final name is therefore always complete; a crash leaves at most a ``.tmp-*`` directory, which
-:meth:`CheckpointStore.sweep_temp` removes.
+:meth:`CheckpointStore.sweep_temp` removes, or a complete checkpoint the control store never registered,
+which :meth:`CheckpointStore.remove_unregistered` removes (the control plane's writer runs both on open).
 
 Nested state (an optimizer ``state_dict()``, :func:`capture_rng`) goes through :func:`flatten_state`: flat
 tensors for the tensors file and a JSON structure for ``meta.json``, which :func:`unflatten_state` turns
@@ -34,7 +35,7 @@ import random
 import re
 import secrets
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,30 @@ class CheckpointStore:
             _fsync_dir(self.root)
             logger.warning("removed %d leftover checkpoint temp directories under %s", removed, self.root)
         return removed
+
+    def remove_unregistered(self, registered: Collection[str]) -> list[str]:
+        """Remove the complete checkpoints not in ``registered``; return their ids.
+
+        A save publishes its files before the control store registers them, so a crash in between leaves a
+        checkpoint no event names; its id would then refuse the next save of other content. Call it, like
+        :meth:`sweep_temp`, only while holding the run's writer lock. Directories that are not checkpoints
+        (not both files) are left alone.
+
+        Raises:
+            StorageError: when one cannot be removed.
+        """
+        orphans = [cid for cid in self.list_ids() if cid not in registered]
+        for checkpoint_id in orphans:
+            directory = self.path(checkpoint_id)
+            try:
+                shutil.rmtree(directory)
+            except OSError as exc:
+                raise StorageError(f"cannot remove unregistered checkpoint {directory}: {exc}") from exc
+        if orphans:
+            _fsync_dir(self.root)
+            logger.warning("removed %d checkpoint(s) under %s that a crash left unregistered: %s",
+                           len(orphans), self.root, ", ".join(orphans))
+        return orphans
 
     def save(
         self, checkpoint_id: str, tensors: Mapping[str, torch.Tensor], meta: Mapping[str, Any]
