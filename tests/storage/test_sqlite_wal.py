@@ -56,3 +56,12 @@ def test_gives_up_after_the_timeout(tmp_path):
         connect_wal(path, timeout=0.5)
     assert 0.3 <= time.monotonic() - started < 2.0
     writer.close()
+
+
+def test_a_database_that_cannot_use_wal_is_refused_not_returned_in_another_mode():
+    """SQLite answers an impossible switch with the mode it kept (an in-memory or temporary database, a VFS
+    without shared memory); the connection would otherwise come back without the WAL it promises."""
+    from pathlib import Path
+
+    with pytest.raises(sqlite3.OperationalError, match="journal mode memory, not wal"):
+        connect_wal(Path(":memory:"), timeout=0.5)

@@ -23,21 +23,28 @@ def connect_wal(path: Path, *, timeout: float = 30.0, check_same_thread: bool = 
     """A connection to ``path`` in autocommit mode (``isolation_level=None``) with WAL journaling.
 
     Raises:
-        sqlite3.OperationalError: the file is still locked after ``timeout`` seconds, or another
-            database error; callers wrap it in their own ``StorageError``.
+        sqlite3.OperationalError: the file is still locked after ``timeout`` seconds, WAL mode did not
+            take (SQLite then keeps the old mode without an error), or another database error; callers wrap
+            it in their own ``StorageError``.
     """
     conn = sqlite3.connect(path, isolation_level=None, timeout=timeout, check_same_thread=check_same_thread)
     deadline, backoff = time.monotonic() + timeout, _FIRST_BACKOFF_S
     try:
         while True:
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                return conn
+                mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() + backoff > deadline:
                     raise
                 time.sleep(backoff)
                 backoff = min(2 * backoff, _MAX_BACKOFF_S)
+                continue
+            if mode != "wal":  # SQLite keeps the old mode, without an error, where WAL is impossible
+                raise sqlite3.OperationalError(
+                    f"{path}: the database stays in journal mode {mode}, not wal (an in-memory database, "
+                    "or a file system without shared memory); put it on a local disk"
+                )
+            return conn
     except BaseException:
         conn.close()
         raise
