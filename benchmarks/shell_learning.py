@@ -49,7 +49,7 @@ from aios_rl.contracts.errors import LineageError
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.sandbox import Sandbox
-from aios_rl.envs.shell.task import load_tasks
+from aios_rl.envs.shell.task import iter_task_dirs, load_tasks
 from aios_rl.policy.uniform import UniformPolicy
 
 CONFIGS = {
@@ -224,7 +224,9 @@ def main() -> None:
     parser.add_argument("--tasks-per-epoch", type=int, default=ShellTrainConfig().tasks_per_epoch)
     parser.add_argument("--group-size", type=int, default=ShellTrainConfig().group_size)
     parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
-    parser.add_argument("--tasks", type=Path, default=None, help="an existing task set (default: generate --count into OUT/tasks)")
+    parser.add_argument("--tasks", type=Path, default=None,
+                        help="an existing task set (a missing one is an error: make it with `aios-rl shell "
+                        "benchmark-generate`); default: OUT/tasks, generated with --count tasks when missing")
     parser.add_argument("--configs", default="rl,distill,distill+rl",
                         help=f"subset of: {', '.join(SHORT)} (gated: with --val-fraction)")
     parser.add_argument("--label-fraction", type=float, default=1.0,
@@ -262,11 +264,16 @@ def main() -> None:
     if not args.rescore and not args.val_fraction and any(c.get("gate") for c in chosen.values()):
         parser.error("--configs: the gated configurations need --val-fraction (the validation tasks they are "
                      "gated on)")
+    if args.tasks is not None and not args.tasks.is_dir():
+        parser.error(f"--tasks: {args.tasks} is not a task set directory; generate one with `aios-rl "
+                     f"shell benchmark-generate --count {args.count} --seed 0 --out {args.tasks}`, or "
+                     "leave out --tasks to generate --count tasks into OUT/tasks")
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     tasks_dir = args.tasks or args.out / "tasks"
     if not tasks_dir.exists():
         generate_benchmark(tasks_dir, GeneratorConfig(count=args.count, seed=0))
+    used = f"{len(iter_task_dirs(tasks_dir))} tasks from {tasks_dir}"  # before a derived copy replaces it
     val_dir = None
     if args.label_fraction < 1 or args.val_fraction > 0:
         name = f"tasks-labels-{args.label_fraction:g}" + (f"-val-{args.val_fraction:g}" if args.val_fraction else "")
@@ -351,7 +358,7 @@ def main() -> None:
             print(f"seed {seed} {name}: {rows[name]['holdout'][-1]:.3f}{gate}", flush=True)
 
     print(f"\nshell learning benchmark: {args.seeds} seed(s), {args.epochs} epochs x {args.tasks_per_epoch} tasks "
-          f"x group {args.group_size}, {args.count} generated tasks")
+          f"x group {args.group_size}, {used}")
     print_table(rows, minutes)
     groups = holdout_groups(tasks_dir)
     for line in paired_lines(by_task, groups):

@@ -25,3 +25,32 @@ def test_a_bad_setting_stops_before_any_work(
     err = usage_error(bench, ["shell_learning.py", "--out", str(out), flag])
     assert flag.split("=")[0] in err
     assert not out.exists()
+
+
+def test_a_missing_task_set_is_a_usage_error_not_a_generation(
+    load_benchmark, tmp_path: Path, monkeypatch, usage_error
+) -> None:
+    """``--tasks`` names an existing task set: a typo must not cost minutes generating 120 tasks into it."""
+    bench = load_benchmark("shell_learning")
+    out, missing = tmp_path / "out", tmp_path / "taks"
+
+    def generate(*args, **kwargs):
+        raise AssertionError("generated tasks into a --tasks path that did not exist")
+
+    monkeypatch.setattr(bench, "generate_benchmark", generate)
+    err = usage_error(bench, ["shell_learning.py", "--out", str(out), "--tasks", str(missing)])
+    assert "--tasks" in err and str(missing) in err and "benchmark-generate" in err
+    assert not out.exists() and not missing.exists()
+
+
+def test_the_header_names_the_task_set_used_not_the_count_flag(
+    load_benchmark, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    bench = load_benchmark("shell_learning")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    monkeypatch.setattr(bench.sys, "argv", ["shell_learning.py", "--seeds", "0", "--no-baselines",
+                                            "--out", str(tmp_path / "out"), "--tasks", str(tasks)])
+    bench.main()
+    header = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shell learning"))
+    assert "generated" not in header and f"0 tasks from {tasks}" in header
