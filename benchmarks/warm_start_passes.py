@@ -80,6 +80,19 @@ def score_openings(policy, openings: Sequence[Demonstration]) -> tuple[list[int]
     return ranks, losses
 
 
+def summarize(mark: int, ranks: list[int], losses: list[float]) -> dict[str, float | None]:
+    """One pass count's row; a metric with nothing to average over (no held-back task scored, or no
+    opening offering its reference fix) is None rather than an error."""
+    row: dict[str, float | None] = {"passes": mark, "held_back": len(ranks),
+                                    "cross_entropy": statistics.fmean(losses) if losses else None}
+    row |= {f"top{k}": sum(r < k for r in ranks) / len(ranks) if ranks else None for k in TOP}
+    return row
+
+
+def _cell(value: float | None, scale: float, digits: int) -> str:
+    return "-" if value is None else f"{scale * value:.{digits}f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=Path, required=True, help="a task set; only its train split is used")
@@ -145,18 +158,17 @@ def main() -> None:
                 results[mark]["losses"] += losses
                 bar.write(f"seed {seed} fold {k} passes {mark}: top-6 {sum(r < 6 for r in ranks)}/{len(ranks)}")
     bar.close()
-    rows = []
-    for mark in marks:
-        ranks, losses = results[mark]["ranks"], results[mark]["losses"]
-        row = {"passes": mark, "held_back": len(ranks), "cross_entropy": statistics.fmean(losses)}
-        row |= {f"top{k}": sum(r < k for r in ranks) / len(ranks) for k in TOP}
-        rows.append(row)
+    rows = [summarize(mark, results[mark]["ranks"], results[mark]["losses"]) for mark in marks]
     print(f"\nwarm start passes: {len(tasks)} training tasks, {args.folds} folds, {args.seeds} seed(s), "
           f"label fraction {args.label_fraction:g}")
     print(f"{'passes':>6}  {'top-1 %':>8}  {'top-6 %':>8}  {'cross-entropy':>13}")
     for row in rows:
-        print(f"{row['passes']:>6}  {100 * row['top1']:>8.1f}  {100 * row['top6']:>8.1f}  "
-              f"{row['cross_entropy']:>13.3f}")
+        print(f"{row['passes']:>6}  {_cell(row['top1'], 100, 1):>8}  {_cell(row['top6'], 100, 1):>8}  "
+              f"{_cell(row['cross_entropy'], 1, 3):>13}")
+    if any(row["held_back"] == 0 for row in rows):
+        print("top-k -: no held-back task has a demonstration (the oracle fixed none of them)")
+    if any(row["cross_entropy"] is None for row in rows):
+        print("cross-entropy -: no held-back opening offers its reference fix")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "args": vars(args)}, indent=2, default=str))
 

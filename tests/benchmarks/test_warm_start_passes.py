@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 import torch
 
@@ -62,3 +65,31 @@ def test_a_missing_task_set_is_a_usage_error_not_a_traceback(bench, tmp_path, us
     missing = tmp_path / "no-such-tasks"
     err = usage_error(bench, ["warm_start_passes.py", "--tasks", str(missing)])
     assert f"{missing} is not a directory" in err
+
+
+@pytest.mark.parametrize("demonstrated", [True, False])
+def test_no_scorable_opening_gives_a_row_not_a_traceback(
+    bench, tmp_path, monkeypatch, capsys, demonstrated: bool
+) -> None:
+    # No held-back opening offering its reference fix left no cross-entropy to average (StatisticsError);
+    # no held-back task with a demonstration left no rank either (ZeroDivisionError).
+    from types import SimpleNamespace
+
+    tasks = [SimpleNamespace(task_id=f"t{i}", oracle={"reference_patch": "x"}) for i in range(4)]
+    opening = (SimpleNamespace(candidates=["read a.py"]), "shell", ["patch x"], 1.0)
+    monkeypatch.setattr(bench, "load_tasks", lambda *args, **kwargs: tasks)
+    monkeypatch.setattr(bench, "Sandbox", lambda *args: None)
+    demos = [opening] if demonstrated else []
+    monkeypatch.setattr(bench, "oracle_demonstrations", lambda *args, **kwargs: demos)
+    monkeypatch.setattr(bench, "distill_batch_from", lambda items: None)
+    monkeypatch.setattr(bench, "Trainer", lambda *args: None)
+    monkeypatch.setattr(bench, "distill_passes", lambda *args, **kwargs: None)
+    out = tmp_path / "rows.json"
+    monkeypatch.setattr(sys, "argv", ["warm_start_passes.py", "--tasks", str(tmp_path), "--folds", "2",
+                                            "--passes", "1", "--json", str(out)])
+    bench.main()
+    printed = capsys.readouterr().out
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["cross_entropy"] is None and row["held_back"] == (4 if demonstrated else 0)
+    assert row["top1"] == (0.0 if demonstrated else None)
+    assert "no held-back opening offers its reference fix" in printed
