@@ -154,10 +154,14 @@ def measure(args: argparse.Namespace, root: Path) -> None:
         (a, h1, t1), (b, h2, t2) = row
         print(f"{k:>4} | {a:>16} {h1:>7.2f} {t1:>5.2f} | {b:>19} {h2:>7.2f} {t2:>5.2f}")
     for name, (actives, summary, scores) in results.items():
-        mean_h = sum(scores[c][0] for c in actives) / len(actives)
-        mean_t = sum(scores[c][1] for c in actives) / len(actives)
+        if actives:
+            mean_h = sum(scores[c][0] for c in actives) / len(actives)
+            mean_t = sum(scores[c][1] for c in actives) / len(actives)
+            means = f"holdout {mean_h:.3f}, train {mean_t:.3f}"
+        else:  # the campaign stopped (froze) before it finished a slot
+            means = "holdout -, train - (no slot finished)"
         print(
-            f"{name:>12}: active's success averaged over slots: holdout {mean_h:.3f}, train {mean_t:.3f}; "
+            f"{name:>12}: active's success averaged over slots: {means}; "
             f"final active {summary['pointers']['active']}; updates {summary['updates']}, "
             f"rollbacks {summary['rollbacks']}, promotions {summary['promotions']}, "
             f"comparisons {summary['comparisons']}"

@@ -94,3 +94,24 @@ def test_a_missing_task_directory_is_a_clear_error_not_a_traceback(
     missing = tmp_path / "no-such-tasks"
     err = usage_error(bench, ["campaign.py", "--tasks", str(missing)])
     assert f"error: {missing} is not a directory" in err and "Traceback" not in err
+
+
+def test_a_campaign_that_finished_no_slot_averages_to_a_dash_not_a_crash(
+    load_benchmark, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    # measure() divided by len(actives): a campaign that stopped before its first slot (frozen) crashed the
+    # table after both campaigns had run.
+    bench = load_benchmark("campaign")
+    _stub(bench, monkeypatch, tmp_path / "root")
+    summary = {"pointers": {"active": "c0"}, "updates": 0, "rollbacks": 0, "promotions": 0, "comparisons": {}}
+
+    def run_campaign(run, tasks, slots, seed, net):
+        return ([] if net else ["c1"] * slots), summary
+
+    monkeypatch.setattr(bench, "run_campaign", run_campaign)
+    monkeypatch.setattr(sys, "argv", ["campaign.py", "--tasks", str(tmp_path), "--max-tasks", "2"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "with net: active's success averaged over slots: holdout -, train - (no slot finished)" in out
+    assert "without net: active's success averaged over slots: holdout 0.500, train 0.500" in out
+
