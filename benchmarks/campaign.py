@@ -94,6 +94,8 @@ def main() -> None:
         "--keep", action="store_true", help="Keep the runs and generated tasks (default: removed at the end)."
     )
     args = parser.parse_args()
+    if args.max_tasks < 1:  # checked before the tasks are generated, not by the first campaign's config
+        parser.error(f"--max-tasks must be at least 1, got {args.max_tasks}")
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="aios-campaign-bench-"))
     try:

@@ -115,3 +115,15 @@ def test_a_campaign_that_finished_no_slot_averages_to_a_dash_not_a_crash(
     assert "with net: active's success averaged over slots: holdout -, train - (no slot finished)" in out
     assert "without net: active's success averaged over slots: holdout 0.500, train 0.500" in out
 
+
+def test_a_bad_slot_count_stops_before_the_tasks_are_generated(
+    load_benchmark, tmp_path: Path, monkeypatch, usage_error
+) -> None:
+    bench = load_benchmark("campaign")
+
+    def generate(*args, **kwargs):
+        raise AssertionError("generated tasks before checking the flags")
+
+    monkeypatch.setattr(bench, "generate_benchmark", generate)
+    err = usage_error(bench, ["campaign.py", "--max-tasks", "0"])
+    assert "--max-tasks must be at least 1, got 0" in err
