@@ -51,3 +51,11 @@ def test_the_zero_variance_share_is_the_mean_over_seeds_like_every_other_column(
     assert s.zero_variance_share == 0.25
     (s,) = summarize({"uniform-16": [run(0, 0, 0)]})
     assert s.zero_variance_share == 0.0
+
+
+def test_an_online_mae_above_the_frozen_copys_reads_higher_not_negative_lower():
+    config = BenchConfig(methods=("rail",), seeds=1)
+    worse = {"rail/traces": 130.0, "rail/live": 1.0, "rail/promoted_at": 64.0,
+             "rail/mae_online_paired": 0.0531, "rail/mae_frozen": 0.0436}
+    lines = format_table([summary(worse)], config)
+    assert "  MAE online 0.0531 vs frozen-at-promotion 0.0436 (22 % higher)" in lines

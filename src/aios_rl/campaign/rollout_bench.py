@@ -429,7 +429,10 @@ def format_table(summaries: list[MethodSummary], config: BenchConfig) -> list[st
         )
         if "rail/mae_frozen" in r:
             online, frozen = r["rail/mae_online_paired"], r["rail/mae_frozen"]
-            gain = f" ({100 * (1 - online / frozen):.0f} % lower)" if frozen > 0 else ""
+            gain = ""
+            if frozen > 0:  # an online MAE above the frozen copy's reads "higher", not "-22 % lower"
+                change = 1 - online / frozen
+                gain = f" ({100 * abs(change):.0f} % {'lower' if change >= 0 else 'higher'})"
             lines.append(f"  MAE online {online:.4f} vs frozen-at-promotion {frozen:.4f}{gain}")
             frozen_sign = r.get("rail/sign_agreement_frozen", float("nan"))
             last = r.get("rail/sign_agreement")
