@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 
 from aios_rl.campaign.evaluate import evaluate
 from aios_rl.campaign.online import OnlineCampaign
@@ -96,10 +97,19 @@ def main() -> None:
     args = parser.parse_args()
     if args.max_tasks < 1:  # checked before the tasks are generated, not by the first campaign's config
         parser.error(f"--max-tasks must be at least 1, got {args.max_tasks}")
+    generator = None
+    if args.tasks is None:
+        try:
+            generator = GeneratorConfig(
+                count=args.count, seed=0, holdout_repos=0, holdout_fraction=args.holdout_fraction
+            )
+        except ValidationError as exc:  # e.g. --count 0: the field names the flag
+            flags = (f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+            parser.error("; ".join(flags))
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="aios-campaign-bench-"))
     try:
-        measure(args, root)
+        measure(args, root, generator)
     except AiosRlError as exc:  # e.g. a --tasks that is not a task set: say so, as the CLI does
         parser.exit(2, f"error: {exc}\n")
     finally:
@@ -109,15 +119,14 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def measure(args: argparse.Namespace, root: Path) -> None:
-    """Run both campaigns under ``root`` (generating the tasks there without ``--tasks``); print the table."""
+def measure(args: argparse.Namespace, root: Path, generator: GeneratorConfig | None = None) -> None:
+    """Run both campaigns under ``root`` (generating the tasks there with ``generator`` without ``--tasks``);
+    print the table."""
     tasks_dir = args.tasks
     if tasks_dir is None:
         tasks_dir = root / "tasks"
-        config = GeneratorConfig(
-            count=args.count, seed=0, holdout_repos=0, holdout_fraction=args.holdout_fraction
-        )
-        generate_benchmark(tasks_dir, config)
+        assert generator is not None  # main() builds it whenever --tasks is left out
+        generate_benchmark(tasks_dir, generator)
     holdout, train = load_tasks(tasks_dir, split="holdout"), load_tasks(tasks_dir, split="train")
     if not holdout:
         raise SystemExit(f"{tasks_dir} has no holdout tasks; raise --count or --holdout-fraction")

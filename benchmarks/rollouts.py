@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
 
 
@@ -102,7 +104,11 @@ def main() -> None:
         return
     tasks = args.tasks or Path("bench-out") / f"tasks-{args.count}"
     if not tasks.exists():
-        generate_benchmark(tasks, GeneratorConfig(count=args.count, seed=0))
+        try:
+            config = GeneratorConfig(count=args.count, seed=0)
+        except ValidationError as exc:  # e.g. --count 0: the field names the flag
+            parser.error("; ".join(f"--{error['loc'][0]}: {error['msg']}" for error in exc.errors()))
+        generate_benchmark(tasks, config)
     command = [
         sys.executable,
         "-m",

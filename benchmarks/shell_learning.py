@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 
 import torch
+from pydantic import ValidationError
 from scipy.stats import binomtest
 
 from aios_rl.algos.trainer import TrainerConfig
@@ -268,11 +269,15 @@ def main() -> None:
         parser.error(f"--tasks: {args.tasks} is not a task set directory; generate one with `aios-rl "
                      f"shell benchmark-generate --count {args.count} --seed 0 --out {args.tasks}`, or "
                      "leave out --tasks to generate --count tasks into OUT/tasks")
+    try:
+        generator = GeneratorConfig(count=args.count, seed=0)
+    except ValidationError as exc:  # e.g. --count 0: the field names the flag
+        parser.error("; ".join(f"--{error['loc'][0]}: {error['msg']}" for error in exc.errors()))
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     tasks_dir = args.tasks or args.out / "tasks"
     if not tasks_dir.exists():
-        generate_benchmark(tasks_dir, GeneratorConfig(count=args.count, seed=0))
+        generate_benchmark(tasks_dir, generator)
     used = f"{len(iter_task_dirs(tasks_dir))} tasks from {tasks_dir}"  # before a derived copy replaces it
     val_dir = None
     if args.label_fraction < 1 or args.val_fraction > 0:

@@ -127,3 +127,17 @@ def test_a_bad_slot_count_stops_before_the_tasks_are_generated(
     monkeypatch.setattr(bench, "generate_benchmark", generate)
     err = usage_error(bench, ["campaign.py", "--max-tasks", "0"])
     assert "--max-tasks must be at least 1, got 0" in err
+
+
+@pytest.mark.parametrize("flag", ["--count=0", "--holdout-fraction=1"])
+def test_a_bad_generator_setting_is_a_usage_error_not_a_traceback(
+    load_benchmark, monkeypatch, usage_error, flag: str
+) -> None:
+    bench = load_benchmark("campaign")
+
+    def generate(*args, **kwargs):
+        raise AssertionError("generated tasks before checking the flags")
+
+    monkeypatch.setattr(bench, "generate_benchmark", generate)
+    err = usage_error(bench, ["campaign.py", flag])
+    assert flag.split("=")[0] in err and "Traceback" not in err

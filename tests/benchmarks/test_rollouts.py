@@ -20,3 +20,17 @@ def test_a_bad_bench_option_exits_with_the_commands_status(
         bench.main()
     assert exited.value.code == 2  # argparse's usage error in the wrapped command, which printed why
     assert "--budget" in capfd.readouterr().err
+
+
+def test_a_bad_count_is_a_usage_error_not_a_traceback(
+    load_benchmark, tmp_path: Path, monkeypatch, usage_error
+) -> None:
+    bench = load_benchmark("rollouts")
+
+    def generate(*args, **kwargs):
+        raise AssertionError("generated tasks with a bad --count")
+
+    monkeypatch.setattr(bench, "generate_benchmark", generate)
+    err = usage_error(bench, ["rollouts.py", "--count", "0", "--tasks", str(tmp_path / "tasks"),
+                              "--out", str(tmp_path / "out")])
+    assert "--count" in err and "greater than or equal to 1" in err

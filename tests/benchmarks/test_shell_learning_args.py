@@ -8,7 +8,7 @@ import pytest
 
 # Settings the parser refuses, and choices checked once parsed: both before OUT exists or a task is made.
 BAD = ["--setting=bogus=1", "--setting=consolidation_passes=-1", "--setting=epochs", "--trainer=lr=0",
-       "--configs=bogus", "--label-fraction=0", "--val-fraction=1", "--configs=distill+gate"]
+       "--configs=bogus", "--label-fraction=0", "--val-fraction=1", "--configs=distill+gate", "--count=0"]
 
 
 @pytest.mark.parametrize("flag", BAD)
