@@ -59,9 +59,11 @@ def targets(rows: list[dict]) -> list[str]:
         )
     else:
         drop = 1 - online / frozen
+        change = f"{100 * drop:.0f} % lower  (target >= 30 %)" if drop >= 0 else (
+            f"{-100 * drop:.0f} % higher  (target >= 30 % lower)")  # not "-22 % lower"
         lines.append(
-            f"controller MAE online {online:.4f} vs frozen {frozen:.4f}: {100 * drop:.0f} % lower  "
-            f"(target >= 30 %): {'met' if drop >= 0.3 else 'NOT met'}"
+            f"controller MAE online {online:.4f} vs frozen {frozen:.4f}: {change}: "
+            f"{'met' if drop >= 0.3 else 'NOT met'}"
         )
     return lines
 

@@ -34,3 +34,16 @@ def test_a_bad_count_is_a_usage_error_not_a_traceback(
     err = usage_error(bench, ["rollouts.py", "--count", "0", "--tasks", str(tmp_path / "tasks"),
                               "--out", str(tmp_path / "out")])
     assert "--count" in err and "greater than or equal to 1" in err
+
+
+def test_the_mae_target_line_says_higher_when_the_online_mae_is_above_the_frozen_copys(
+    load_benchmark,
+) -> None:
+    bench = load_benchmark("rollouts")
+    uniform = {"method": "uniform-16", "rollouts": 256, "success_mean": 0.72,
+               "curve": [[0, 0.7], [256, 0.72]]}
+    rail = {"method": "rail", "rollouts_to_match_uniform16": 0, "success_mean": 0.72,
+            "rail": {"rail/mae_online_paired": 0.0531, "rail/mae_frozen": 0.0436}}
+    lines = bench.targets([uniform, rail])
+    assert lines[-1] == ("controller MAE online 0.0531 vs frozen 0.0436: 22 % higher  "
+                         "(target >= 30 % lower): NOT met")
