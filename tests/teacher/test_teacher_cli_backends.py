@@ -238,3 +238,27 @@ def test_a_relative_executable_path_is_run_from_where_it_was_found(
     for executable in ("bin/claude", "./bin/claude"):
         reply = CliBackend("claude", CliBackendConfig(executable=executable)).complete("judge this", 10.0)
         assert isinstance(reply.text, str) and "shaping" in reply.text
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_prompt_too_long_for_one_argument_goes_on_stdin(tools: FakeTools, tool: str) -> None:
+    # Linux caps one argv element at 128 KiB: 45,000 three-byte characters (within prompt_chars' 100,000)
+    # failed every call as spawn_failed ("Argument list too long").
+    prompt = "judge € this " + "€" * 45_000
+    reply = CliBackend(tool).complete(prompt, 10.0)
+    assert isinstance(reply.text, str) and "shaping" in reply.text
+    call = tools.call_log(tool)[0]
+    assert call["stdin"] == prompt and prompt not in call["argv"]
+    expected = {"claude": ["-p", "--output-format", "json"], "codex": ["exec", "--json", "-"],
+                "gemini": ["--output-format", "json"], "opencode": ["run", "--format", "json"]}
+    assert call["argv"] == expected[tool]
+
+
+def test_a_long_non_ascii_prompt_through_the_gateway_is_answered(tools: FakeTools) -> None:
+    task = make_task(prompt="Coût du test en € qui échoue. " * 2_000)
+    episode = make_episode(task, steps=60, action_chars=0)
+    episode = episode.model_copy(update={"trajectory": [
+        s.model_copy(update={"action": "€" * 1_000}) for s in episode.trajectory]})
+    signal = gateway("claude", prompt_chars=100_000).signal(task, episode)
+    assert signal.status == "complete", signal.error
+    assert len(tools.call_log("claude")[0]["stdin"].encode()) > 128 * 1024

@@ -4,6 +4,11 @@ Each call runs ``<executable> <args> <prompt>`` with stdin closed, in a fresh em
 judge has no business editing the repository it judges), in its own process group so a timeout kills the
 tool *and* everything it spawned. The environment is inherited: the tools need their own credentials.
 
+A prompt too long for one command-line argument (Linux caps one at 128 KiB of UTF-8, about 43,000
+characters of non-ASCII text, within ``prompt_chars``' range) is written to the tool's stdin instead, with
+the prompt argument left out (``codex`` is given ``-``, its "read the prompt from stdin"; ``gemini`` is run
+without ``-p``): every tool reads a prompt piped to it when none is on its command line.
+
 Exact invocations and the output formats parsed (``--model M`` is added when ``model`` is configured;
 ``extra_args`` go before the prompt):
 
@@ -56,6 +61,8 @@ __all__ = ["CLI_TOOLS", "CliBackend", "CliBackendConfig", "CliTool"]
 logger = logging.getLogger(__name__)
 
 _STDERR_TAIL = 400
+# Linux's MAX_ARG_STRLEN: one argv element, its terminating NUL included, is at most 32 pages (128 KiB).
+_MAX_ARG_BYTES = 128 * 1024 - 1
 _POLL_S = 0.2  # how often a running tool is checked for having exited
 
 
@@ -81,6 +88,7 @@ class CliTool:
     name: str
     argv: Callable[[str, str, list[str]], list[str]]  # (executable, prompt, options) -> argv
     read: Callable[[str], BackendReply]
+    stdin_argv: Callable[[str, list[str]], list[str]]  # (executable, options) -> argv; the prompt on stdin
 
 
 def _fail(reason: str, detail: str, *, retryable: bool = False) -> BackendFailure:
@@ -195,10 +203,14 @@ def opencode_reply(stdout: str) -> BackendReply:
 
 
 CLI_TOOLS: dict[str, CliTool] = {
-    "claude": CliTool("claude", lambda x, p, o: [x, "-p", "--output-format", "json", *o, p], claude_reply),
-    "codex": CliTool("codex", lambda x, p, o: [x, "exec", "--json", *o, p], codex_reply),
-    "gemini": CliTool("gemini", lambda x, p, o: [x, "-p", p, "--output-format", "json", *o], gemini_reply),
-    "opencode": CliTool("opencode", lambda x, p, o: [x, "run", "--format", "json", *o, p], opencode_reply),
+    "claude": CliTool("claude", lambda x, p, o: [x, "-p", "--output-format", "json", *o, p], claude_reply,
+                      lambda x, o: [x, "-p", "--output-format", "json", *o]),
+    "codex": CliTool("codex", lambda x, p, o: [x, "exec", "--json", *o, p], codex_reply,
+                     lambda x, o: [x, "exec", "--json", *o, "-"]),
+    "gemini": CliTool("gemini", lambda x, p, o: [x, "-p", p, "--output-format", "json", *o], gemini_reply,
+                      lambda x, o: [x, "--output-format", "json", *o]),
+    "opencode": CliTool("opencode", lambda x, p, o: [x, "run", "--format", "json", *o, p], opencode_reply,
+                        lambda x, o: [x, "run", "--format", "json", *o]),
 }
 
 
@@ -232,12 +244,16 @@ class CliBackend:
         # which() may answer a path relative to this process's directory; the tool runs in another one.
         executable = os.path.abspath(executable)
         options = [*(["--model", self.config.model] if self.config.model else []), *self.config.extra_args]
-        argv = self.tool.argv(executable, prompt, options)
+        data = prompt.encode("utf-8", errors="replace")
+        # A prompt too long for one argument goes on stdin (module docstring); a shorter one stays in argv.
+        stdin = data if len(data) > _MAX_ARG_BYTES else None
+        argv = self.tool.argv(executable, prompt, options) if stdin is None else self.tool.stdin_argv(
+            executable, options)
         if self.config.workdir is not None:
-            code, out, err = _run(argv, timeout_s, self.config.workdir)
+            code, out, err = _run(argv, timeout_s, self.config.workdir, stdin)
         else:
             with tempfile.TemporaryDirectory(prefix="aios-teacher-") as workdir:
-                code, out, err = _run(argv, timeout_s, workdir)
+                code, out, err = _run(argv, timeout_s, workdir, stdin)
         stderr = err.decode("utf-8", errors="replace").strip()[-_STDERR_TAIL:]
         if code != 0:
             detail = f"{self.name} exited with {code}: {stderr or 'no stderr'}"
@@ -248,17 +264,27 @@ class CliBackend:
         return self.tool.read(stdout)
 
 
-def _run(argv: list[str], timeout_s: float, cwd: str) -> tuple[int, bytes, bytes]:
-    """Run ``argv`` with stdin closed in its own process group; the whole group is killed when the call
-    ends, so nothing the tool started outlives it. Once the tool itself has exited, a leftover child that
-    still holds its pipes is killed and the tool's answer read (not waited on until the timeout)."""
+def _run(argv: list[str], timeout_s: float, cwd: str, stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` in its own process group with stdin closed (or reading ``stdin`` then end of file); the
+    whole group is killed when the call ends, so nothing the tool started outlives it. Once the tool itself
+    has exited, a leftover child that still holds its pipes is killed and the tool's answer read (not waited
+    on until the timeout)."""
+    source: Any = subprocess.DEVNULL
     try:
+        if stdin is not None:
+            # A file, not a pipe: the tool reads it at its own pace and nothing here blocks writing to it.
+            source = tempfile.TemporaryFile(prefix="aios-teacher-prompt-")
+            source.write(stdin)
+            source.seek(0)
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+            argv, stdin=source, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
             start_new_session=True,
         )
     except OSError as exc:
         raise _fail("spawn_failed", f"cannot start {argv[0]}: {exc}") from None
+    finally:
+        if source is not subprocess.DEVNULL:
+            source.close()  # the tool has its own descriptor of the file
     deadline = time.monotonic() + timeout_s
     try:
         while True:

@@ -10,8 +10,8 @@ oracle teacher and the verifier only, and an LLM judge that saw it would be an e
 judge we can calibrate against one.
 
 The whole prompt stays within ``budget_chars`` (default 12,000; budgets under about 5,000 can be exceeded
-because the instructions, the evidence and at least one step are always included): CLI backends pass it
-as one argv element, which Linux caps at 128 KiB.
+because the instructions, the evidence and at least one step are always included). CLI backends pass it
+as one argv element, which Linux caps at 128 KiB, or on the tool's stdin when it is longer than that.
 """
 
 from __future__ import annotations
