@@ -130,3 +130,14 @@ def test_resuming_below_the_slots_already_run_says_so(
     finally:
         resumed.close()
     assert summary.tasks_run == 2 and "more than --max-tasks 1" in caplog.text
+
+
+def test_a_capitalised_oracle_teacher_is_accepted(tmp_path: Path) -> None:
+    from aios_rl.teacher.gateway import TeacherGateway
+
+    make_task(tmp_path)
+    campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", CampaignConfig(teacher="Oracle"))
+    try:
+        assert isinstance(campaign.teacher, TeacherGateway) and campaign.teacher.backend == "oracle"
+    finally:
+        campaign.close()

@@ -151,3 +151,28 @@ def test_an_unknown_backend_is_refused_before_the_run_directory_exists(tmp_path)
     with pytest.raises(ConfigError, match="did you mean 'codex'"):
         ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     assert not (tmp_path / "run").exists()  # so the corrected command starts the run afresh
+
+
+def test_a_capitalised_oracle_is_accepted_and_runs_behind_the_gateway(tmp_path) -> None:
+    # Pins today's treatment of `--teacher Oracle`: the name check is case-insensitive, so the run starts;
+    # the other places compare the spelling as written, so it is the oracle behind the gateway and not
+    # "oracle first" (no warm start, no demonstration replay).
+    import sys
+    from pathlib import Path
+
+    from aios_rl.campaign.train import ShellTraining
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+    from test_env import make_task
+
+    make_task(tmp_path)
+    config = ShellTrainConfig(epochs=1, teacher="Oracle")
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        assert isinstance(training.teacher, TeacherGateway) and training.teacher.backend == "oracle"
+        assert training.oracle_first is False
+    finally:
+        training.close()
+    with pytest.raises(ConfigError, match="unknown teacher backend 'Orcale'"):
+        ShellTraining(tmp_path / "run2", tmp_path / "tasks", ShellTrainConfig(epochs=1, teacher="Orcale"))
+    assert not (tmp_path / "run2").exists()

@@ -350,3 +350,15 @@ def test_failure_reasons_with_lone_surrogates_leave_a_storable_signal() -> None:
     answered = g2.signal(TASK, EPISODE)
     assert answered.status == "fallback_complete"
     answered.model_dump_json()
+
+
+def test_checked_backends_keeps_the_names_as_written_and_refuses_unknown_ones() -> None:
+    from aios_rl.teacher.gateway import checked_backends
+
+    assert checked_backends("none") == []
+    assert checked_backends(" Oracle ") == ["Oracle"]  # accepted, as written (callers compare the spelling)
+    assert checked_backends("claude-code,oracle") == ["claude-code", "oracle"]
+    with pytest.raises(ConfigError, match="did you mean 'codex'"):
+        checked_backends("oracle,codx")
+    with pytest.raises(ConfigError, match="--teacher must be 'none'"):
+        checked_backends("none,oracle")

@@ -72,7 +72,6 @@ from aios_rl.campaign.train import (
     build_teacher,
     check_run_outside_tasks,
     load_train_tasks,
-    teacher_backends,
 )
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task, Verification
 from aios_rl.contracts.errors import AiosRlError, ConfigError, TrainingError
@@ -85,7 +84,7 @@ from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.policy.base import Policy
 from aios_rl.rollout.runner import run_group
-from aios_rl.teacher.gateway import resolve_backend
+from aios_rl.teacher.gateway import checked_backends, teacher_backends
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +131,7 @@ class OnlineCampaign:
         fresh = None if existed else train_tasks(tasks_dir)
         if not existed:
             check_run_outside_tasks(self.run_dir, tasks_dir)
-            for name in teacher_backends(config.teacher):
-                resolve_backend(name)
+            checked_backends(config.teacher)
         self.plane = ControlPlane(self.run_dir, None if existed else config.control)
         try:
             self.config, self.campaign_id, self.tasks, meta = self._setup(config, tasks_dir, resume, fresh)

@@ -54,7 +54,7 @@ from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import build_policy
 from aios_rl.rollout.engine import GroupOutcome
 from aios_rl.teacher.calibrate import DisagreementMonitor
-from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway, resolve_backend
+from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway, checked_backends, teacher_backends
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +79,6 @@ class Consolidation:
 
     targets: int
     stats: UpdateStats
-
-
-def teacher_backends(spec: str) -> list[str]:
-    """``"claude,oracle"`` → ``["claude", "oracle"]``; ``"none"`` → ``[]``."""
-    names = [n.strip() for n in spec.split(",") if n.strip()]
-    if names == ["none"]:
-        return []
-    if not names or "none" in names:
-        raise ConfigError(f"--teacher must be 'none' or backends like 'oracle' or 'claude,oracle', got {spec!r}")
-    return names
 
 
 def check_run_outside_tasks(run_dir: Path, *task_dirs: Path | str | None) -> None:
@@ -267,8 +257,7 @@ class ShellTraining:
         # A bad --init-from, teacher name or validation set fails before the run directory exists, so fixing
         # it does not need a new --run.
         if new_run:
-            for name in teacher_backends(config.teacher):
-                resolve_backend(name)
+            checked_backends(config.teacher)
         start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
         train_tasks = load_train_tasks(tasks_dir)
         # A new run stores ``config`` as given, so this split is the run's own.

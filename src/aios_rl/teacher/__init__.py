@@ -15,7 +15,15 @@ from aios_rl.teacher.calibrate import (
     MonitorConfig,
     calibrate,
 )
-from aios_rl.teacher.gateway import BACKENDS, TeacherConfig, TeacherGateway, make_backend, resolve_backend
+from aios_rl.teacher.gateway import (
+    BACKENDS,
+    TeacherConfig,
+    TeacherGateway,
+    checked_backends,
+    make_backend,
+    resolve_backend,
+    teacher_backends,
+)
 from aios_rl.teacher.parse import ReplyProblem, TeacherAnswer, parse_reply
 from aios_rl.teacher.prompts import build_prompt
 
@@ -35,7 +43,9 @@ __all__ = [
     "TeacherGateway",
     "build_prompt",
     "calibrate",
+    "checked_backends",
     "make_backend",
     "parse_reply",
     "resolve_backend",
+    "teacher_backends",
 ]

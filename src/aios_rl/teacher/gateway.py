@@ -54,7 +54,15 @@ from aios_rl.teacher.http_backend import OpenAIBackend, OpenAIBackendConfig
 from aios_rl.teacher.parse import ReplyProblem, TeacherAnswer, parse_reply, utf8_text
 from aios_rl.teacher.prompts import build_prompt
 
-__all__ = ["BACKENDS", "TeacherConfig", "TeacherGateway", "make_backend", "resolve_backend"]
+__all__ = [
+    "BACKENDS",
+    "TeacherConfig",
+    "TeacherGateway",
+    "checked_backends",
+    "make_backend",
+    "resolve_backend",
+    "teacher_backends",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +85,33 @@ def resolve_backend(name: str) -> str:
     close = difflib.get_close_matches(key, [*BACKENDS, *ALIASES], n=2, cutoff=0.5)
     hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else f"known: {', '.join(BACKENDS)}"
     raise ConfigError(f"unknown teacher backend {name!r}; {hint}")
+
+
+def teacher_backends(spec: str) -> list[str]:
+    """``"claude,oracle"`` → ``["claude", "oracle"]``; ``"none"`` → ``[]``."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if names == ["none"]:
+        return []
+    if not names or "none" in names:
+        raise ConfigError(
+            f"--teacher must be 'none' or backends like 'oracle' or 'claude,oracle', got {spec!r}"
+        )
+    return names
+
+
+def checked_backends(spec: str) -> list[str]:
+    """The backends of a ``--teacher`` spec (:func:`teacher_backends`), each checked to be a known backend.
+
+    The names are returned as written, not canonicalised: the check accepts any spelling
+    :func:`resolve_backend` does (``Oracle``, ``claude-code``).
+
+    Raises:
+        ConfigError: a malformed spec, or an unknown backend (with the closest known names).
+    """
+    names = teacher_backends(spec)
+    for name in names:
+        resolve_backend(name)
+    return names
 
 
 class TeacherConfig(ConfigModel):
