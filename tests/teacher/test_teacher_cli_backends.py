@@ -262,3 +262,23 @@ def test_a_long_non_ascii_prompt_through_the_gateway_is_answered(tools: FakeTool
     signal = gateway("claude", prompt_chars=100_000).signal(task, episode)
     assert signal.status == "complete", signal.error
     assert len(tools.call_log("claude")[0]["stdin"].encode()) > 128 * 1024
+
+
+def test_the_cost_of_a_call_the_tool_reports_as_failed_is_counted(tmp_path: Path) -> None:
+    # `claude -p` reports what an errored run (max turns, overload mid-run) cost in the same envelope; that
+    # money was spent, so it belongs in the signal's cost and the gateway's teacher/cost_usd.
+    tool = tmp_path / "claude"
+    answer = '{"type": "result", "subtype": "error_max_turns", "is_error": true, "total_cost_usd": 0.02}'
+    tool.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    tool.chmod(0o755)
+    config = TeacherConfig(backend="claude", claude=CliBackendConfig(executable=str(tool)), retries=0)
+    teacher = TeacherGateway(config)
+    task = make_task()
+    signal = teacher.signal(task, make_episode(task))
+    assert signal.status == "failed_all_backends" and "error_reported" in (signal.error or "")
+    assert signal.cost_usd == pytest.approx(0.02)
+    assert teacher.metrics()["teacher/cost_usd"] == pytest.approx(0.02)
+    tool.write_text(f"#!/bin/sh\necho '{answer}'\nexit 1\n")  # the same envelope with a failing exit code
+    with pytest.raises(BackendFailure) as info:
+        CliBackend("claude", CliBackendConfig(executable=str(tool))).complete("p", 10.0)
+    assert info.value.reason == "nonzero_exit" and info.value.cost_usd == pytest.approx(0.02)

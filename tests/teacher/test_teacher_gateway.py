@@ -362,3 +362,15 @@ def test_checked_backends_keeps_the_names_as_written_and_refuses_unknown_ones() 
         checked_backends("oracle,codx")
     with pytest.raises(ConfigError, match="--teacher must be 'none'"):
         checked_backends("none,oracle")
+
+
+def test_the_cost_of_failed_calls_is_counted_retried_or_not() -> None:
+    flaky = Scripted(BackendFailure("nonzero_exit", retryable=True, cost_usd=0.25), ok(cost=0.5))
+    config = TeacherConfig(backend="claude", retries=1, backoff_s=0.0)
+    signal = TeacherGateway(config, backends={"claude": flaky}).signal(TASK, EPISODE)  # type: ignore[dict-item]
+    assert (signal.status, signal.cost_usd) == ("complete", 0.75)
+    down = Scripted(BackendFailure("error_reported", cost_usd=0.125))
+    teacher = gw({"claude": down, "openai": Scripted(BackendFailure("timeout"))}, ("claude", "openai"))
+    signal = teacher.signal(TASK, EPISODE)
+    assert (signal.status, signal.cost_usd) == ("failed_all_backends", 0.125)
+    assert teacher.metrics()["teacher/cost_usd"] == 0.125

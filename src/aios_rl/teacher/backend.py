@@ -31,11 +31,16 @@ class BackendFailure(TeacherError):
     Attributes:
         reason: short failure kind, used as a metric key (``teacher/failures/<reason>``).
         retryable: trying the same backend again may succeed (timeouts, connection errors, HTTP 429/5xx).
+        cost_usd: what the failed call cost, when the backend reports it (a CLI tool's error envelope):
+            the gateway counts it like the cost of an answer.
     """
 
-    def __init__(self, reason: str, detail: str = "", *, retryable: bool = False) -> None:
+    def __init__(
+        self, reason: str, detail: str = "", *, retryable: bool = False, cost_usd: float | None = None
+    ) -> None:
         self.reason = reason
         self.retryable = retryable
+        self.cost_usd = cost_usd
         super().__init__(f"{reason}: {detail}" if detail else reason)
 
 

@@ -91,8 +91,10 @@ class CliTool:
     stdin_argv: Callable[[str, list[str]], list[str]]  # (executable, options) -> argv; the prompt on stdin
 
 
-def _fail(reason: str, detail: str, *, retryable: bool = False) -> BackendFailure:
-    return BackendFailure(reason, detail, retryable=retryable)
+def _fail(
+    reason: str, detail: str, *, retryable: bool = False, cost_usd: float | None = None
+) -> BackendFailure:
+    return BackendFailure(reason, detail, retryable=retryable, cost_usd=cost_usd)
 
 
 def _json_object(stdout: str) -> dict[str, Any] | None:
@@ -139,7 +141,8 @@ def claude_reply(stdout: str) -> BackendReply:
     if obj is None:
         raise _fail("malformed_envelope", "claude: stdout is not a JSON object")
     if obj.get("is_error") is True:
-        raise _fail("error_reported", f"claude: {str(obj.get('result', obj.get('subtype', '')))[:200]}")
+        detail = f"claude: {str(obj.get('result', obj.get('subtype', '')))[:200]}"
+        raise _fail("error_reported", detail, cost_usd=_cost(obj.get("total_cost_usd")))
     if not isinstance(obj.get("result"), str):
         raise _fail("malformed_envelope", "claude: no string 'result' in the JSON output")
     return BackendReply(obj["result"], _cost(obj.get("total_cost_usd")))
@@ -195,10 +198,11 @@ def opencode_reply(stdout: str) -> BackendReply:
             costs.append(float(part["cost"]))
         elif event.get("type") == "error":
             errors.append(_message(event.get("error", event)))
+    spent = sum(costs) if costs else None
     if texts:
-        return BackendReply("".join(texts), sum(costs) if costs else None)
+        return BackendReply("".join(texts), spent)
     if errors:
-        raise _fail("error_reported", f"opencode: {'; '.join(errors)[:300]}")
+        raise _fail("error_reported", f"opencode: {'; '.join(errors)[:300]}", cost_usd=spent)
     raise _fail("malformed_envelope", "opencode: no text event in the output")
 
 
@@ -255,13 +259,20 @@ class CliBackend:
             with tempfile.TemporaryDirectory(prefix="aios-teacher-") as workdir:
                 code, out, err = _run(argv, timeout_s, workdir, stdin)
         stderr = err.decode("utf-8", errors="replace").strip()[-_STDERR_TAIL:]
+        stdout = out.decode("utf-8", errors="replace")
         if code != 0:
             detail = f"{self.name} exited with {code}: {stderr or 'no stderr'}"
-            raise _fail("nonzero_exit", detail, retryable=True)
-        stdout = out.decode("utf-8", errors="replace")
+            raise _fail("nonzero_exit", detail, retryable=True, cost_usd=self._spent(stdout))
         if not stdout.strip():
             raise _fail("empty_output", f"{self.name} wrote nothing on stdout (stderr: {stderr or 'empty'})")
         return self.tool.read(stdout)
+
+    def _spent(self, stdout: str) -> float | None:
+        """The cost the tool's output reports, whether or not it holds an answer (None when it says none)."""
+        try:
+            return self.tool.read(stdout).cost_usd if stdout.strip() else None
+        except BackendFailure as exc:
+            return exc.cost_usd
 
 
 def _run(argv: list[str], timeout_s: float, cwd: str, stdin: bytes | None = None) -> tuple[int, bytes, bytes]:

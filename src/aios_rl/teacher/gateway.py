@@ -16,9 +16,11 @@ Statuses (``TeacherSignal.status``), following the original gateway (reference Â
 - ``failed_all_backends``: every backend errored or timed out; attributed to the primary.
 
 Failed signals carry shaping 0 and confidence 0, and ``error`` lists each backend's reason, so reward fusion
-ignores them (``RewardConfig.use_teacher_statuses``). ``signal`` never raises for a backend failure: the
-gateway is the process boundary of the CLI and HTTP teachers, and a crash inside a third-party backend
-object is logged with its traceback, counted and recorded as that backend's failure.
+ignores them (``RewardConfig.use_teacher_statuses``). A signal's ``cost_usd`` is what every call behind it
+cost where the backend reports it: invalid replies, failed and retried calls included. ``signal`` never
+raises for a backend failure: the gateway is the process boundary of the CLI and HTTP teachers, and a crash
+inside a third-party backend object is logged with its traceback, counted and recorded as that backend's
+failure.
 
 The ``oracle`` backend is any object with ``signal(task, episode) -> TeacherSignal`` passed as ``oracle=``
 (e.g. ``ShellOracle``); its answer is adopted as is, re-labelled by position. It is never cached.
@@ -37,7 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -358,13 +360,15 @@ class TeacherGateway:
                 return _Attempt(name, answer=answer, cost_usd=0.0)
             self._count("teacher/cache_misses")
         delay = self.config.backoff_s
+        spent: float | None = None  # what failed calls to this backend cost (their money is spent too)
         for attempt in range(self.config.retries + 1):
             try:
                 reply = self._call(name, backend, prompt)
             except BackendFailure as exc:
                 self._count(f"teacher/failures/{exc.reason}")
+                spent = _add_cost(spent, _cost(exc.cost_usd))
                 if not exc.retryable or attempt == self.config.retries:
-                    return _Attempt(name, failure=str(exc))
+                    return _Attempt(name, failure=str(exc), cost_usd=spent)
                 self._count("teacher/retries")
                 time.sleep(min(delay, self.config.max_backoff_s))
                 delay *= self.config.backoff_factor
@@ -372,8 +376,9 @@ class TeacherGateway:
             except Exception as exc:  # a third-party backend's bug must not stop a training run
                 logger.exception("teacher backend %s crashed", name)
                 self._count("teacher/failures/crashed")
-                return _Attempt(name, failure=f"crashed: {type(exc).__name__}: {exc}"[:300])
-            return self._judge(name, key, backend, reply)
+                return _Attempt(name, failure=f"crashed: {type(exc).__name__}: {exc}"[:300], cost_usd=spent)
+            judged = self._judge(name, key, backend, reply)
+            return replace(judged, cost_usd=_add_cost(spent, judged.cost_usd))
         raise AssertionError("unreachable: the retry loop always returns")
 
     def _call(self, name: str, backend: PromptBackend, prompt: str) -> Any:
@@ -485,6 +490,11 @@ class TeacherGateway:
         with self._lock:
             for key in keys:
                 self._counts[key] += 1
+
+
+def _add_cost(a: float | None, b: float | None) -> float | None:
+    """The sum of two costs, either of which may be unknown (None); None when both are."""
+    return b if a is None else a if b is None else a + b
 
 
 def _total_cost(attempts: list[_Attempt]) -> float | None:
