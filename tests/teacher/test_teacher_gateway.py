@@ -374,3 +374,23 @@ def test_the_cost_of_failed_calls_is_counted_retried_or_not() -> None:
     signal = teacher.signal(TASK, EPISODE)
     assert (signal.status, signal.cost_usd) == ("failed_all_backends", 0.125)
     assert teacher.metrics()["teacher/cost_usd"] == 0.125
+
+
+def test_absurd_costs_never_overflow_into_an_exception_or_an_infinite_metric() -> None:
+    # Two finite but absurd costs summed to inf: TeacherSignal refused it with a raw pydantic
+    # ValidationError out of signal(), which must never raise for a backend's answer.
+    backends = {"claude": Scripted(ok("no json", cost=1e308)), "openai": Scripted(ok(cost=1e308))}
+    teacher = gw(backends, ("claude", "openai"), cache=False)
+    signal = teacher.signal(TASK, EPISODE)
+    assert signal.status == "fallback_complete" and signal.cost_usd is None
+    teacher.signal(TASK, EPISODE)
+    assert math.isfinite(teacher.metrics()["teacher/cost_usd"])
+
+
+def test_per_token_prices_are_bounded() -> None:
+    from pydantic import ValidationError
+
+    from aios_rl.teacher.http_backend import OpenAIBackendConfig
+
+    with pytest.raises(ValidationError, match="price_per_input_token_usd"):
+        OpenAIBackendConfig(price_per_input_token_usd=1e300, price_per_output_token_usd=0.0)

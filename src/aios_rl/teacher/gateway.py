@@ -72,6 +72,7 @@ BACKENDS: tuple[str, ...] = (*CLI_TOOLS, "openai", "oracle")
 # The original's normalised ids (reference §7), accepted so its configs keep working.
 ALIASES: dict[str, str] = {"claude-code": "claude", "codex-cli": "codex", "gemini-cli": "gemini"}
 _MAX_ERROR_CHARS = 1_000
+_MAX_CALL_COST_USD = 1e12
 
 
 def resolve_backend(name: str) -> str:
@@ -215,13 +216,16 @@ class _Attempt:
 
 
 def _cost(value: Any) -> float | None:
+    """A call's reported cost, or None when it is no cost we can record: not a number, negative, or absurd
+    (``_MAX_CALL_COST_USD`` or more, like the CLI readers' bound), which summed over attempts and signals
+    could overflow to inf, a value no TeacherSignal or metric accepts."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     try:
         number = float(value)
     except OverflowError:  # an int beyond float range is no cost we can record
         return None
-    return number if math.isfinite(number) and number >= 0 else None
+    return number if math.isfinite(number) and 0 <= number < _MAX_CALL_COST_USD else None
 
 
 def _as_text(value: Any) -> str | None:

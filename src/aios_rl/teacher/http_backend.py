@@ -62,10 +62,12 @@ class OpenAIBackendConfig(ConfigModel):
         default="OPENAI_API_KEY", description="Environment variable holding the API key."
     )
     price_per_input_token_usd: float | None = Field(
-        default=None, ge=0.0, description="Dollars per prompt token, for cost accounting; None: cost unknown."
+        default=None, ge=0.0, le=1.0,
+        description="Dollars per prompt token (at most 1), for cost accounting; None: cost unknown.",
     )
     price_per_output_token_usd: float | None = Field(
-        default=None, ge=0.0, description="Dollars per completion token, for cost accounting; None: unknown."
+        default=None, ge=0.0, le=1.0,
+        description="Dollars per completion token (at most 1), for cost accounting; None: unknown.",
     )
 
     @field_validator("base_url")
