@@ -49,3 +49,15 @@ def test_unusable_file_is_a_storage_error(tmp_path: Path) -> None:
     bad.write_bytes(b"garbage" * 100)
     with pytest.raises(StorageError, match="teacher cache"):
         TeacherCache(bad)
+
+
+def test_counting_an_unreadable_cache_is_a_storage_error(tmp_path: Path) -> None:
+    # get and put wrapped sqlite errors in StorageError; len() let the raw sqlite3 error out.
+    cache = TeacherCache(tmp_path / "cache.db")
+    cache.put("k", "claude", "m", "reply", None)
+    assert len(cache) == 1
+    cache.close()
+    with pytest.raises(StorageError, match="cannot read the teacher cache"):
+        cache.get("k")
+    with pytest.raises(StorageError, match="cannot read the teacher cache"):
+        len(cache)

@@ -101,8 +101,17 @@ class TeacherCache:
                 raise StorageError(f"{where}: cannot write the teacher cache: {exc}") from None
 
     def __len__(self) -> int:
+        """The number of cached replies.
+
+        Raises:
+            StorageError: the cache file cannot be read.
+        """
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM teacher_cache").fetchone()[0])
+            try:
+                return int(self._conn.execute("SELECT COUNT(*) FROM teacher_cache").fetchone()[0])
+            except sqlite3.DatabaseError as exc:
+                where = self.path or ":memory:"
+                raise StorageError(f"{where}: cannot read the teacher cache: {exc}") from None
 
     def close(self) -> None:
         with self._lock:
