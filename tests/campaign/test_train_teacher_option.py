@@ -176,3 +176,57 @@ def test_a_capitalised_oracle_is_accepted_and_runs_behind_the_gateway(tmp_path) 
     with pytest.raises(ConfigError, match="unknown teacher backend 'Orcale'"):
         ShellTraining(tmp_path / "run2", tmp_path / "tasks", ShellTrainConfig(epochs=1, teacher="Orcale"))
     assert not (tmp_path / "run2").exists()
+
+
+class _Contrarian:
+    """A judge that always contradicts the verifier (the prompt states its outcome)."""
+
+    model = "contrarian"
+
+    def complete(self, prompt: str, timeout_s: float):  # noqa: ANN201 - a PromptBackend
+        import json
+
+        from aios_rl.teacher.backend import BackendReply
+
+        shaping = 0.5 if "VERIFICATION:\noutcome: failure" in prompt else -0.5
+        return BackendReply(json.dumps({"critique": "c", "shaping": shaping, "confidence": 0.9}))
+
+
+def _contrarian_training(run, tasks, epochs: int):  # noqa: ANN202
+    from aios_rl.campaign.train import ShellTraining
+    from aios_rl.envs.shell.oracle import ShellOracle
+    from aios_rl.teacher.calibrate import MonitorConfig
+
+    config = ShellTrainConfig(
+        epochs=epochs, tasks_per_epoch=1, group_size=2, workers=1, teacher="claude", warm_start_epochs=0,
+        monitor=MonitorConfig(window=4, min_samples=4, threshold=0.3),
+    )
+    training = ShellTraining(run, tasks, config)
+    training.teacher.close()
+    training.teacher = TeacherGateway(config.teacher_config.model_copy(update={"backend": "claude"}),
+                                      backends={"claude": _Contrarian()}, oracle=ShellOracle())
+    return training
+
+
+def test_the_disagreement_window_survives_a_resume(tmp_path) -> None:
+    # The monitor's window started empty in every process, so a run resumed each epoch (`--epochs N` then
+    # `--epochs N+1`) with fewer than min_samples judged episodes per epoch never raised the alarm, however
+    # wrong its judge: here 2 disagreeing episodes per epoch against min_samples 4.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+    from test_env import make_task
+
+    make_task(tmp_path)
+    run, tasks = tmp_path / "run", tmp_path / "tasks"
+    for epoch in (1, 2):
+        training = _contrarian_training(run, tasks, epoch)
+        try:
+            training.run_epoch(epoch)
+            samples = training.monitor.metrics()["teacher/disagreement_samples"]
+            alarms = [e for e in training.plane.store.events() if e.kind == "teacher.alarm"]
+        finally:
+            training.close()
+    assert samples == 4
+    assert len(alarms) == 1 and alarms[0].payload["rate"] == 1.0

@@ -160,3 +160,21 @@ def test_a_window_smaller_than_min_samples_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="min_samples"):
         MonitorConfig(window=50, min_samples=51)
     assert MonitorConfig(window=20).min_samples == 20
+
+
+def test_a_restored_monitor_goes_on_where_it_was(caplog: pytest.LogCaptureFixture) -> None:
+    task = make_task()
+    bad = TeacherSignal(status="complete", backend="x", shaping=-1, confidence=1)
+    wrong = make_episode(task, outcome="success").model_copy(update={"teacher_signal": bad})
+    unjudged = make_episode(task, outcome="success")
+    config = MonitorConfig(window=10, threshold=0.3, min_samples=5)
+    before = DisagreementMonitor(config)
+    before.restore([wrong, unjudged, wrong])  # 2 scored, under min_samples: no alarm yet
+    assert before.metrics()["teacher/disagreement_samples"] == 2
+    assert [before.observe(wrong) for _ in range(3)][-1] is not None  # the 5th fires
+    after = DisagreementMonitor(config)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        after.restore([wrong] * 6)  # already alarmed before the resume: neither logged nor raised again
+    assert not caplog.records and after.rate == 1.0
+    assert after.observe(wrong) is None

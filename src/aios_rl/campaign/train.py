@@ -53,14 +53,21 @@ from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import build_policy
 from aios_rl.rollout.engine import GroupOutcome
-from aios_rl.teacher.calibrate import DisagreementMonitor
-from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway, checked_backends, teacher_backends
+from aios_rl.teacher.calibrate import DisagreementMonitor, agrees
+from aios_rl.teacher.gateway import (
+    TeacherConfig,
+    TeacherGateway,
+    checked_backends,
+    resolve_backend,
+    teacher_backends,
+)
 
 log = logging.getLogger(__name__)
 
 SELF_IMITATION_KEY = "self_imitation_archive"
 EPOCH_TASKS_KEY = "epoch_tasks"
 PENDING_EPOCH_KEY = "pending_epoch"
+_READ_CHUNK = 500  # stored episodes parsed at a time when the disagreement monitor is restored
 
 
 @dataclass
@@ -110,6 +117,30 @@ def build_teacher(config: ShellTrainConfig, run_dir: Path | None = None) -> Teac
         update["cache_path"] = str(run_dir / "teacher_cache.db")
     gateway_config = config.teacher_config.model_copy(update=update)
     return TeacherGateway(TeacherConfig.model_validate(gateway_config.model_dump()), oracle=ShellOracle())
+
+
+def watched(episode: Episode) -> bool:
+    """Whether the disagreement monitor watches ``episode``: a judge answered it, not the oracle (ground
+    truth: its shaping rewards partial progress on failed episodes by design), whether the oracle is the
+    teacher or the backend of a gateway that answered this episode."""
+    signal = episode.teacher_signal
+    return signal is not None and signal.backend != "oracle"
+
+
+def watched_episodes(plane: ControlPlane, window: int) -> list[Episode]:
+    """The stored episodes (oldest first) the disagreement monitor last scored, at most ``window``: what a
+    resumed run's monitor is restored from, read newest first until the window is full."""
+    ids, found = plane.store.episode_ids(), []
+    for end in range(len(ids), 0, -_READ_CHUNK):
+        chunk = ids[max(0, end - _READ_CHUNK) : end]
+        bodies = plane.store.episode_bodies(chunk)
+        for episode_id in reversed(chunk):
+            episode = Episode.model_validate_json(bodies[episode_id])
+            if watched(episode) and agrees(episode.teacher_signal, episode) is not None:
+                found.append(episode)
+        if len(found) >= window:
+            break
+    return found[:window][::-1]
 
 
 def labelled_tasks(teacher: str, tasks: list[Task]) -> set[str]:
@@ -283,6 +314,9 @@ class ShellTraining:
             self.labelled = labelled_tasks(self.config.teacher, self.tasks)
             self._demos: DistillBatch | None = None
             self.monitor = DisagreementMonitor(self.config.monitor)
+            if any(resolve_backend(n) != "oracle" for n in teacher_backends(self.config.teacher)):
+                # only a judge's answers are watched: a run without one has none to read back
+                self.monitor.restore(watched_episodes(self.plane, self.config.monitor.window))
             self.metrics_path = run_dir / "metrics.jsonl"
             # The allocator lives as long as the run; its state resumes from the store.
             allocator = self.config.allocator_name()
@@ -561,9 +595,7 @@ class ShellTraining:
                 # Judges are watched against verification; the oracle is ground truth (its shaping rewards
                 # partial progress on failed episodes by design), so it is not, whether it is the teacher or
                 # the backend of a gateway that answered this episode.
-                signal = episode.teacher_signal
-                judged = signal is not None and signal.backend != "oracle"
-                alarm = self.monitor.observe(episode) if judged else None
+                alarm = self.monitor.observe(episode) if watched(episode) else None
                 if alarm is not None:
                     self.plane.raise_alarm(alarm.kind, alarm.payload())
                 seen.append(episode)

@@ -21,7 +21,9 @@ are counted in ``teacher_statuses``.
 and raises an alarm when the disagreement rate exceeds the threshold (default 0.3): a warning in the log,
 the metric ``teacher/disagreement_rate``, and a :class:`DisagreementAlarm` record the caller writes to the
 ledger as an event. The alarm is edge-triggered: it fires when the rate crosses the threshold and re-arms
-when the rate falls back to or below it, so a bad stretch produces one event, not one per episode.
+when the rate falls back to or below it, so a bad stretch produces one event, not one per episode. A resumed
+run restores the window (and that edge state) with :meth:`DisagreementMonitor.restore` from the episodes
+it stored, so a run continued in many short invocations is watched as one.
 """
 
 from __future__ import annotations
@@ -279,15 +281,10 @@ class DisagreementMonitor:
         if verdict is None:
             return None
         with self._lock:
-            self._window.append(verdict)
+            fired = self._add(verdict)
             rate, samples = self._rate(), len(self._window)
-            if rate <= self.config.threshold:
-                self._alarmed = False
-                return None
-            if self._alarmed or samples < self.config.min_samples:
-                return None
-            self._alarmed = True
-            self._alarms += 1
+        if not fired:
+            return None
         backend = signal.backend if signal is not None else "?"
         logger.warning(
             "teacher %s disagrees with verification on %.0f%% of the last %d episodes (threshold %.0f%%)",
@@ -295,6 +292,28 @@ class DisagreementMonitor:
         )
         return DisagreementAlarm(rate=rate, threshold=self.config.threshold, samples=samples,
                                  window=self.config.window, backend=backend)
+
+    def restore(self, episodes: Iterable[Episode]) -> None:
+        """Observe again, oldest first, episodes an earlier process observed (a resumed run's), so the
+        window and the alarm's edge state go on where they were. The alarms they raised were recorded
+        then: none is returned or logged again."""
+        for episode in episodes:
+            verdict = agrees(episode.teacher_signal, episode)
+            if verdict is not None:
+                with self._lock:
+                    self._add(verdict)
+
+    def _add(self, verdict: bool) -> bool:
+        """Push one verdict (lock held); whether the alarm fires on it."""
+        self._window.append(verdict)
+        if self._rate() <= self.config.threshold:
+            self._alarmed = False
+            return False
+        if self._alarmed or len(self._window) < self.config.min_samples:
+            return False
+        self._alarmed = True
+        self._alarms += 1
+        return True
 
     def metrics(self) -> dict[str, float]:
         """``teacher/disagreement_rate``, the window's sample count and the alarms raised so far."""
