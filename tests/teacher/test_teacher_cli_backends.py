@@ -282,3 +282,13 @@ def test_the_cost_of_a_call_the_tool_reports_as_failed_is_counted(tmp_path: Path
     with pytest.raises(BackendFailure) as info:
         CliBackend("claude", CliBackendConfig(executable=str(tool))).complete("p", 10.0)
     assert info.value.reason == "nonzero_exit" and info.value.cost_usd == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_lone_surrogate_in_the_task_cannot_crash_every_call(tools: FakeTools, tool: str) -> None:
+    # A task prompt read from JSON holding a "\ud83d" escape (half an emoji) holds a lone surrogate, which
+    # no argv can carry: every CLI call crashed with UnicodeEncodeError (a logged traceback, 'crashed').
+    task = make_task(prompt="Fix the bug \ud83d in calc.")
+    signal = gateway(tool).signal(task, make_episode(task))
+    assert signal.status == "complete", signal.error
+    assert any("Fix the bug ? in calc." in arg for arg in tools.call_log(tool)[0]["argv"])

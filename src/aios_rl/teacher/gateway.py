@@ -302,8 +302,8 @@ class TeacherGateway:
             if name == "oracle":
                 attempt = self._ask_oracle(task, episode)
             else:
-                if prompt is None:
-                    prompt = build_prompt(task, episode, budget_chars=self.config.prompt_chars)
+                if prompt is None:  # a lone surrogate (from a JSON escape) is text no argv or UTF-8 can carry
+                    prompt = utf8_text(build_prompt(task, episode, budget_chars=self.config.prompt_chars))
                 attempt = self._ask(name, prompt)
             attempts.append(attempt)
             if attempt.answer is not None:
