@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
 import pytest
-from teacher_fakes import VALID, FakeServer, make_episode, make_task, openai_server
+from teacher_fakes import VALID, VALID_REPLY, FakeServer, make_episode, make_task, openai_server
 
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.storage.teacher_cache import TeacherCache
@@ -261,3 +262,16 @@ def test_a_base_url_that_can_never_be_called_is_a_config_error(url: str) -> None
 def test_http_and_https_base_urls_are_accepted() -> None:
     for url in ("http://127.0.0.1:8000/v1", "https://api.openai.com/v1/", "http://[::1]:8080"):
         assert OpenAIBackendConfig(base_url=url).base_url == url
+
+
+def test_absurd_token_counts_cost_nothing_instead_of_crashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # int * float raised OverflowError for a token count beyond float range: a valid reply became a
+    # 'crashed' failure with a logged traceback instead of an answer of unknown cost.
+    from aios_rl.teacher import http_backend
+
+    usage = {"prompt_tokens": 10**400, "completion_tokens": 5}
+    body = {"choices": [{"message": {"content": VALID_REPLY}}], "usage": usage}
+    monkeypatch.setattr(http_backend, "_post", lambda *args: json.dumps(body).encode())
+    config = OpenAIBackendConfig(price_per_input_token_usd=1e-6, price_per_output_token_usd=2e-6)
+    reply = OpenAIBackend(config).complete("p", 5)
+    assert reply.text == VALID_REPLY and reply.cost_usd is None

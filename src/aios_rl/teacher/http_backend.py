@@ -7,7 +7,8 @@ comes from ``api_key`` in the config, else from the environment variable named b
 stored with a run shows ``**********``, never the key.
 
 The reply is ``choices[0].message.content``. Cost is computed from ``usage.prompt_tokens`` and
-``usage.completion_tokens`` when per-token prices are configured, else None.
+``usage.completion_tokens`` when per-token prices are configured, else None (None too for counts that are
+not non-negative integers below 10**12).
 
 Failure reasons: ``timeout`` (connect/read took longer than the call's timeout; the body is read in
 chunks against one deadline, so a server trickling bytes cannot stretch it), ``connection_error``,
@@ -38,6 +39,7 @@ __all__ = ["OpenAIBackend", "OpenAIBackendConfig"]
 
 SYSTEM_PROMPT = "You are a strict, calibrated judge of agent episodes. Reply with one JSON object only."
 _MAX_BODY_BYTES = 4 * 1024 * 1024
+_MAX_TOKENS = 10**12  # usage counts at or above this are not priced
 MASKED_SECRET = "**********"  # how pydantic dumps a SecretStr in JSON mode
 
 
@@ -153,7 +155,8 @@ class OpenAIBackend:
             return None
         tokens_in, tokens_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
         counts = (tokens_in, tokens_out)
-        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in counts):
+        # A count beyond any real call (one past float range made int * float raise) is no usage we can price.
+        if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < _MAX_TOKENS for t in counts):
             return None
         return tokens_in * cfg.price_per_input_token_usd + tokens_out * cfg.price_per_output_token_usd
 
