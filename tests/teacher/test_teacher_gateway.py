@@ -394,3 +394,14 @@ def test_per_token_prices_are_bounded() -> None:
 
     with pytest.raises(ValidationError, match="price_per_input_token_usd"):
         OpenAIBackendConfig(price_per_input_token_usd=1e300, price_per_output_token_usd=0.0)
+
+
+def test_retry_sleeps_are_bounded_in_the_config() -> None:
+    # backoff_s/max_backoff_s had no upper bound: 1e300 reached time.sleep, whose OverflowError escaped
+    # signal() on the first retry (after the timeout the retry was meant to absorb).
+    from aios_rl.contracts.config import load_config
+
+    for key in ("backoff_s", "max_backoff_s"):
+        with pytest.raises(ConfigError, match=key):
+            load_config(TeacherConfig, None, {key: 1e300})
+    assert TeacherConfig(backoff_s=86_400, max_backoff_s=86_400).max_backoff_s == 86_400

@@ -133,13 +133,14 @@ class TeacherConfig(ConfigModel):
         default=1, ge=0, le=10, description="Extra attempts per backend after a retryable failure."
     )
     backoff_s: float = Field(
-        default=1.0, ge=0.0, description="Sleep before the first retry; times backoff_factor after each."
+        default=1.0, ge=0.0, le=86_400.0,
+        description="Sleep before the first retry; times backoff_factor after each.",
     )
     backoff_factor: float = Field(
         default=2.0, ge=1.0, description="Growth of the retry sleep (exponential backoff)."
     )
     max_backoff_s: float = Field(
-        default=30.0, ge=0.0, description="Upper bound of one retry sleep, in seconds."
+        default=30.0, ge=0.0, le=86_400.0, description="Upper bound of one retry sleep, in seconds."
     )
     max_concurrency: int = Field(
         default=4, ge=1, le=256, description="Backend calls in flight at once, over all threads."
