@@ -89,3 +89,12 @@ def test_resume_with_the_same_config_file_keeps_the_fold_rules_the_campaign_was_
     assert resumed.control.semantics == 2
     with pytest.raises(ConfigError, match="--config file"):
         resume_config(stored, CampaignConfig(seed=9), {})
+
+
+def test_a_resume_given_the_teacher_as_first_typed_keeps_the_run() -> None:
+    # The configuration stores `--teacher Oracle` as "oracle"; the same command resumes it.
+    stored = CampaignConfig(teacher="Oracle")
+    assert stored.teacher == "oracle"
+    assert resume_config(stored, None, {"teacher": "Oracle"}).teacher == "oracle"
+    with pytest.raises(ConfigError, match="teacher"):
+        resume_config(stored, None, {"teacher": "none"})

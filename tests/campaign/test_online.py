@@ -132,12 +132,13 @@ def test_resuming_below_the_slots_already_run_says_so(
     assert summary.tasks_run == 2 and "more than --max-tasks 1" in caplog.text
 
 
-def test_a_capitalised_oracle_teacher_is_accepted(tmp_path: Path) -> None:
-    from aios_rl.teacher.gateway import TeacherGateway
+def test_a_capitalised_oracle_teacher_is_the_oracle(tmp_path: Path) -> None:
+    from aios_rl.envs.shell.oracle import ShellOracle
 
     make_task(tmp_path)
+    assert CampaignConfig(teacher="Oracle").teacher == "oracle"
     campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", CampaignConfig(teacher="Oracle"))
     try:
-        assert isinstance(campaign.teacher, TeacherGateway) and campaign.teacher.backend == "oracle"
+        assert isinstance(campaign.teacher, ShellOracle)
     finally:
         campaign.close()

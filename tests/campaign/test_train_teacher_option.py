@@ -153,24 +153,28 @@ def test_an_unknown_backend_is_refused_before_the_run_directory_exists(tmp_path)
     assert not (tmp_path / "run").exists()  # so the corrected command starts the run afresh
 
 
-def test_a_capitalised_oracle_is_accepted_and_runs_behind_the_gateway(tmp_path) -> None:
-    # Pins today's treatment of `--teacher Oracle`: the name check is case-insensitive, so the run starts;
-    # the other places compare the spelling as written, so it is the oracle behind the gateway and not
-    # "oracle first" (no warm start, no demonstration replay).
+def test_a_capitalised_oracle_is_the_oracle_first_as_written_lowercase(tmp_path) -> None:
+    # `--teacher Oracle` passed the case-insensitive name check, but every later "is the oracle first?"
+    # compared the spelling as written: the run got the oracle behind the gateway with no warm start and
+    # no demonstration replay. The configuration now stores the canonical spelling.
     import sys
     from pathlib import Path
 
     from aios_rl.campaign.train import ShellTraining
+    from aios_rl.envs.shell.oracle import ShellOracle
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
     from test_env import make_task
 
+    assert ShellTrainConfig(teacher="Oracle").teacher == "oracle"
+    assert ShellTrainConfig(teacher=" Claude-Code , ORACLE").teacher == "claude,oracle"
+    assert ShellTrainConfig(teacher="None").teacher == "none"
     make_task(tmp_path)
     config = ShellTrainConfig(epochs=1, teacher="Oracle")
     training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     try:
-        assert isinstance(training.teacher, TeacherGateway) and training.teacher.backend == "oracle"
-        assert training.oracle_first is False
+        assert isinstance(training.teacher, ShellOracle)
+        assert training.oracle_first is True
     finally:
         training.close()
     with pytest.raises(ConfigError, match="unknown teacher backend 'Orcale'"):

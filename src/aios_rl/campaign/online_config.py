@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.drills import Drill
@@ -20,7 +20,7 @@ from aios_rl.control.plane import ControlPlane
 from aios_rl.control.reward import RewardConfig
 from aios_rl.envs.shell.env import ShellEnvConfig
 from aios_rl.storage.db import RunStore
-from aios_rl.teacher.gateway import TeacherConfig, with_api_key_of
+from aios_rl.teacher.gateway import TeacherConfig, canonical_teacher_spec, with_api_key_of
 
 CAMPAIGN_KEY = "campaign"  # run meta: {"config", "campaign_id", "tasks_dir"}
 
@@ -63,6 +63,11 @@ class CampaignConfig(ConfigModel):
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward fusion.")
     env: ShellEnvConfig = Field(default_factory=ShellEnvConfig, description="Shell environment settings.")
 
+    @field_validator("teacher")
+    @classmethod
+    def _canonical_teacher(cls, spec: str) -> str:
+        return canonical_teacher_spec(spec)  # 'Oracle' is the oracle, first, as in shell train
+
 
 def resume_config(
     stored: CampaignConfig, given: CampaignConfig | None, overrides: dict[str, Any]
@@ -90,6 +95,8 @@ def resume_config(
     for key, value in overrides.items():
         if value is None or key == "max_tasks":
             continue
+        if key == "teacher":  # stored canonically: `--teacher Oracle` resumes a run it started
+            value = canonical_teacher_spec(value)
         node: Any = flat
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None

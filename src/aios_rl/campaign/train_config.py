@@ -20,7 +20,7 @@ from aios_rl.control.reward import RewardConfig
 from aios_rl.envs.shell.env import ShellEnvConfig
 from aios_rl.rollout.allocators import AllocatorConfig, parse_allocator_name
 from aios_rl.teacher.calibrate import MonitorConfig
-from aios_rl.teacher.gateway import TeacherConfig, with_api_key_of
+from aios_rl.teacher.gateway import TeacherConfig, canonical_teacher_spec, with_api_key_of
 
 TRAIN_CONFIG_KEY = "train_config"
 
@@ -131,6 +131,11 @@ class ShellTrainConfig(ConfigModel):
             return str(Path(spec).resolve())
         run, _, name = spec.rpartition(":")
         return f"{Path(run).resolve()}:{name}"
+
+    @field_validator("teacher")
+    @classmethod
+    def _canonical_teacher(cls, spec: str) -> str:
+        return canonical_teacher_spec(spec)  # 'Oracle' is the oracle, first, everywhere the spec is read
 
     @field_validator("allocator")
     @classmethod

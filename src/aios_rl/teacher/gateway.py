@@ -60,6 +60,7 @@ __all__ = [
     "BACKENDS",
     "TeacherConfig",
     "TeacherGateway",
+    "canonical_teacher_spec",
     "checked_backends",
     "make_backend",
     "resolve_backend",
@@ -102,11 +103,34 @@ def teacher_backends(spec: str) -> list[str]:
     return names
 
 
+def canonical_teacher_spec(spec: str) -> str:
+    """A ``--teacher`` spec with every known backend written canonically: ``"Oracle"`` → ``"oracle"``,
+    ``"claude-code, ORACLE"`` → ``"claude,oracle"``, ``"None"`` → ``"none"``.
+
+    The configuration stores this form, so every place that asks "is the oracle first?" reads the same
+    answer whatever the spelling. Names that are not backends are kept as written (and a malformed spec
+    as given), so the check before a run starts (:func:`checked_backends`) names them as the user typed
+    them.
+    """
+    names = [n.strip() for n in spec.split(",")]
+    if [n.lower() for n in names] == ["none"]:
+        return "none"
+    if not all(names):
+        return spec
+    canonical = []
+    for name in names:
+        try:
+            canonical.append(resolve_backend(name))
+        except ConfigError:
+            canonical.append(name)
+    return ",".join(canonical)
+
+
 def checked_backends(spec: str) -> list[str]:
     """The backends of a ``--teacher`` spec (:func:`teacher_backends`), each checked to be a known backend.
 
-    The names are returned as written, not canonicalised: the check accepts any spelling
-    :func:`resolve_backend` does (``Oracle``, ``claude-code``).
+    The names are returned as written; the configurations store :func:`canonical_teacher_spec`'s form,
+    so what reaches here from them is already canonical.
 
     Raises:
         ConfigError: a malformed spec, or an unknown backend (with the closest known names).
