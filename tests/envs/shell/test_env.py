@@ -606,3 +606,49 @@ def test_a_module_starting_with_a_utf8_bom_gets_patch_candidates() -> None:
     plain = patch_pool({"calc.py": CALC, "tests/test_calc.py": TESTS}, run, small_repo_functions=20)
     bom = patch_pool({"calc.py": "\ufeff" + CALC, "tests/test_calc.py": TESTS}, run, small_repo_functions=20)
     assert plain and [(c.qualname, c.lineno) for c in bom] == [(c.qualname, c.lineno) for c in plain]
+
+
+def test_a_suite_whose_summary_passes_the_test_output_cap_is_judged_by_its_report(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    # The -rA summary of 400 long ids is about 30 KiB: with an 8 KiB cap the sandbox keeps its first and
+    # last 4 KiB, so most PASSED lines never reach the host. The verdict comes from the run's report file.
+    many = TESTS + (
+        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(400))\n"
+        "def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert i >= 0\n"
+    )
+    task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": many})
+    env = ShellBugfixEnv(ShellEnvConfig(test_output_cap_bytes=8192), sandbox=sandbox)
+    try:
+        obs = env.reset(task, seed=0)
+        assert "Tests: 401 passed, 2 failed" in obs.text
+        result = env.step("patch\n" + unified_diff(CALC, FIXED, "calc.py"))
+        assert result.terminated and "Tests: 403 passed, 0 failed (all passed)." in result.observation.text
+        verdict = env.verify()
+        assert verdict.outcome == "success", verdict.evidence
+        assert (verdict.evidence["tests_passed"], verdict.evidence["new_failures"]) == (403, 0)
+        assert not any(p.name.startswith(".aios-test-report") for p in env._repo.iterdir())
+    finally:
+        env.close()
+
+
+def test_a_failing_parametrised_id_holding_a_dash_is_read_exactly(tmp_path: Path, sandbox: Sandbox) -> None:
+    # Both failures print 20 KB, so with an 8 KiB cap the section header "____ test_y[c] - d] ____" (which
+    # the text parser needs to tell where such an id ends) is in the discarded middle of the output.
+    loud = TESTS.replace("    assert add(2, 3) == 5", "    print('x' * 20000)\n    assert add(2, 3) == 5")
+    chatty = loud + (
+        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('case', ['c] - d'])\n"
+        "def test_y(case):\n    print('y' * 20000)\n    assert add(1, 1) == 2, case\n"
+    )
+    task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": chatty})
+    env = ShellBugfixEnv(ShellEnvConfig(test_output_cap_bytes=8192), sandbox=sandbox)
+    try:
+        obs = env.reset(task, seed=0)
+        dashed = "tests/test_calc.py::test_y[c] - d]"
+        assert f"Failing: {TARGETS[0]}, {TARGETS[1]}, {dashed}" in obs.text
+        env.step("patch\n" + unified_diff(CALC, FIXED, "calc.py"))
+        verdict = env.verify()
+        assert verdict.outcome == "success", verdict.evidence
+        assert (verdict.evidence["target_total"], verdict.evidence["target_unresolved"]) == (3, 0)
+    finally:
+        env.close()

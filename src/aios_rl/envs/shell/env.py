@@ -35,8 +35,13 @@ Verification evidence (what :class:`~aios_rl.control.compare.ShellComparator` re
 Before judging, :meth:`~ShellBugfixEnv.verify` puts the tests, pytest's configuration and any module that
 would shadow pytest or run at interpreter start-up (:func:`judge_file`) back as they were at reset, so the
 verdict is on the student's changes to the code under the task's own tests; the evidence still counts the
-files the student changed. (Code under test runs inside the test process and could still print a fake
-report: the verifier trusts pytest's output, as benchmarks of this kind do.)
+files the student changed. Which tests pass is taken from the run's report file, written by pytest itself
+through a plugin of the environment (:data:`~aios_rl.envs.shell.pytest_output.REPORTER`; a file with a
+random name per run, read and removed before the working copy is read back), not from the text, so the
+verdict does not depend on how much the suite prints; without a report (a ``pytest`` or ``py.test``
+command, or pytest never returned) the text's summary is read as before. (Code under test runs inside the
+test process and could still print a fake summary or write a fake report: the verifier trusts pytest's
+record, as benchmarks of this kind do.)
 
 Outcome: ``success`` when the command passes with no target unresolved and no new failure;
 ``partial`` when fewer targets are unresolved than at reset; ``failure`` otherwise; ``blocked`` (with
@@ -47,7 +52,9 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
+import stat
 import time
 import weakref
 from collections.abc import Callable
@@ -74,11 +81,16 @@ from aios_rl.envs.shell.candidates import (
 from aios_rl.envs.shell.mutate import apply_unified_diff
 from aios_rl.envs.shell.patches import apply_edit, edited_lines
 from aios_rl.envs.shell.pytest_output import (
+    REPORT_PREFIX,
+    RunReport,
     SuiteRun,
     display_output,
     exit_code_run,
     is_pytest,
     parse_pytest,
+    parse_report,
+    reported_run,
+    reporter_argv,
     reporting_argv,
     summary_text,
 )
@@ -115,8 +127,8 @@ class ShellEnvConfig(ConfigModel):
     )
     output_cap_chars: int = Field(default=2000, description="Characters of command output shown (last kept).")
     test_output_cap_bytes: int = Field(
-        default=4 * 1024 * 1024, gt=0, description="Bytes of a test run's output kept for judging it "
-        "(pytest's summary lists every test, so a large suite's passes more than the sandbox's output cap).",
+        default=4 * 1024 * 1024, gt=0, description="Bytes of a test run's output kept (its first and last "
+        "halves); it is judged from its report file, or from this text when there is none.",
     )
     read_cap_chars: int = Field(default=6000, description="Characters of a read file shown (beginning kept).")
     max_candidates: int = Field(default=256, description="Most candidate actions offered per observation.")
@@ -431,7 +443,7 @@ class ShellBugfixEnv:
             run, output, _, files = self._run_tests(spec, budget_s)
             return _Effect(_tail(output, self.config.output_cap_chars), _info("run"), tests=run, files=files)
         timeout = min(spec.timeout_s, max(budget_s, 1.0))
-        result = self._sandbox_run(list(argv), timeout)
+        result, _ = self._sandbox_run(list(argv), timeout)
         output = display_output(result.stdout + result.stderr)
         ending = f"timed out after {timeout:g}s" if result.timed_out else f"exit code {result.returncode}"
         output += f"\n[{ending}]"
@@ -477,7 +489,7 @@ class ShellBugfixEnv:
         known = memo.get(key, timeout)
         if known is not None:
             return known[0], files
-        result = self._sandbox_run(argv, timeout)
+        result, _ = self._sandbox_run(argv, timeout)
         out = self._repo / SPECTRUM_FILE
         try:
             spectrum = None if result.timed_out else parse_spectrum(out.read_text(encoding="utf-8"))
@@ -511,10 +523,13 @@ class ShellBugfixEnv:
         parsed run, the output as the student sees it, the run's wall time in seconds and the working copy
         as the run left it."""
         timeout = spec.timeout_s if budget_s is None else min(spec.timeout_s, max(budget_s, 1.0))
-        result, files = self._memo_run(reporting_argv(spec.test_command), timeout, fresh=fresh,
-                                       cap=self.config.test_output_cap_bytes)
+        cap, command = self.config.test_output_cap_bytes, spec.test_command
+        result, report, files = self._memo_run(reporting_argv(command), timeout, fresh=fresh, cap=cap,
+                                               report_of=command)
         raw = result.stdout + result.stderr
-        if is_pytest(spec.test_command):
+        if report is not None and not result.timed_out:  # pytest's own record of every test: exact
+            run = reported_run(report, raw)
+        elif is_pytest(spec.test_command):  # no report (pytest did not return, or another form of command)
             run = parse_pytest(raw, result.returncode, timed_out=result.timed_out)
         else:
             run = exit_code_run(spec.test_command, result.returncode, timed_out=result.timed_out)
@@ -524,42 +539,60 @@ class ShellBugfixEnv:
         return run, output, result.duration_s, files
 
     def _memo_run(
-        self, argv: list[str], timeout_s: float, *, fresh: bool = False, cap: int | None = None
-    ) -> tuple[Any, FileTree]:
+        self, argv: list[str], timeout_s: float, *, fresh: bool = False, cap: int | None = None,
+        report_of: tuple[str, ...] = (),
+    ) -> tuple[Any, RunReport | None, FileTree]:
         """A sandboxed run (``cap``: its output cap, else the sandbox's), recalled when the same command
         already ran on the same files in this process (unless ``fresh``); stored only when it finished in
-        time and left the files as they were. Returns the run and the working copy after it (read back when
-        it ran: a command may write files)."""
+        time and left the files as they were. ``report_of``: the test command ``argv`` is the
+        :func:`reporting_argv` of; when it has a :func:`reporter_argv` form, that runs instead and its report
+        is part of the result (None when it wrote none, or a malformed one). Returns the run, the report and
+        the working copy after it (read back when it ran: a command may write files)."""
         before = read_tree(self._repo)
+        reported = reporter_argv(report_of, "")  # the command run, but for the report's name; or None
         # the settings of the sandbox that runs it (one given to __init__ may differ from config.sandbox)
-        key = tree_key("run", tuple(argv), self._box().config, self.config.max_copy_bytes, cap, before)
+        box = self._box().config
+        key = tree_key("run", tuple(argv), reported, box, self.config.max_copy_bytes, cap, before)
         memo = shared_memo(self.config.run_memo)
         known = None if fresh else memo.get(key, timeout_s)
         if known is not None:
-            return known, before
-        result = self._sandbox_run(argv, timeout_s, before, cap)
+            return *known, before
+        name = f"{REPORT_PREFIX}{secrets.token_hex(16)}.json"  # new per run: no file planted earlier is taken
+        command = reporter_argv(report_of, name)
+        take = name if command is not None else None
+        result, text = self._sandbox_run(command or argv, timeout_s, before, cap, take=take)
+        report = None
+        if text is not None:
+            try:
+                report = parse_report(text)
+            except EnvError as exc:
+                logger.debug("no test report for %s: %s", argv[:3], exc)
         after = read_tree(self._repo)
-        small = len(result.stdout) + len(result.stderr) <= MAX_OUTPUT_BYTES  # characters: about the bytes
+        small = len(result.stdout) + len(result.stderr) + len(text or "") <= MAX_OUTPUT_BYTES  # chars ~ bytes
         if not result.timed_out and after == before and small:
-            memo.put(key, result, result.duration_s)
-        return result, after
+            memo.put(key, (result, report), result.duration_s)
+        return result, report, after
 
     def _sandbox_run(
-        self, argv: list[str], timeout_s: float, before: FileTree | None = None, cap: int | None = None
-    ) -> Any:
-        """Run ``argv`` in the sandbox on the working copy. A command that leaves the copy bigger than
+        self, argv: list[str], timeout_s: float, before: FileTree | None = None, cap: int | None = None,
+        *, take: str | None = None,
+    ) -> tuple[Any, str | None]:
+        """Run ``argv`` in the sandbox on the working copy; returns the result and, with ``take`` (a file name
+        in the copy's root the command writes for the host), that file's text, removed from the copy first
+        (None when there is no such regular file). A command that leaves the copy bigger than
         ``max_copy_bytes`` has its file changes undone (``before``: the copy as it was, read if not given),
         and its output says so: the copy is read into memory after every command."""
         before = read_tree(self._repo) if before is None else before
         start_size = tree_bytes(self._repo)
         result = self._box().run(argv, self._repo, timeout_s=timeout_s, output_cap_bytes=cap)
+        taken = _take(self._repo / take) if take is not None else None
         size = tree_bytes(self._repo)
         if size > self.config.max_copy_bytes and size > start_size:  # this command grew it past the cap
             write_tree(self._repo, before)
             note = (f"\n[the command left {size // 2**20} MiB in the working copy, more than "
                     f"{self.config.max_copy_bytes // 2**20} MiB; its file changes were undone]")
             result = result.model_copy(update={"stderr": result.stderr + note})
-        return result
+        return result, taken
 
     def _box(self) -> Sandbox:
         """The sandbox commands run in: the one given, else one built from ``config.sandbox`` on first use."""
@@ -668,6 +701,24 @@ def _info(kind: str, *, error: str = "", invalid: bool = False) -> dict[str, Any
 def _tail(text: str, cap: int) -> str:
     """The last ``cap`` characters of ``text``, marked when cut (the most recent output matters most)."""
     return text if len(text) <= cap else f"[... {len(text) - cap} earlier characters cut]\n" + text[-cap:]
+
+
+def _take(path: Path) -> str | None:
+    """The text of the regular file ``path``, which is then removed; None when there is none. Links are
+    never followed (the file comes from inside the sandbox) and a name that is something else is left."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            data = fh.read()
+        path.unlink()
+    except OSError:
+        return None
+    return data.decode("utf-8", errors="replace")
 
 
 def _scrub(message: str, repo: Path) -> str:

@@ -5,19 +5,79 @@ The shell environment runs pytest with ``-rA --tb=short -p no:cacheprovider`` ap
 traceback frame is one ``path:line: in function`` line. A test command that is not pytest is judged by
 its exit code alone: it counts as one test, named by the command, that passes iff it exits 0.
 
-Everything here is a pure function of the command's output, so a summary can be recomputed from a
-stored episode.
+Which tests passed and failed is not taken from that text when it can be had exactly: a ``python -m pytest
+...`` command runs as ``python -c REPORTER`` (:func:`reporter_argv`, as the line-spectrum tracer runs),
+whose in-process plugin writes every test's outcome, as the summary would list it, and pytest's exit
+status to a report file (:func:`parse_report`, :func:`reported_run`). The text is kept for what the
+student sees, the final line's counts and the traceback frames; a run without a report (pytest did not
+return: a crash, ``os._exit``, a timeout; or another form of pytest command) is read from its text as
+before, which misses tests whose summary lines fell in the middle of an output longer than the cap.
+
+Everything here is a pure function of the command's output (and report), so a summary can be
+recomputed from a stored episode.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
+from aios_rl.contracts.errors import EnvError
+
 PYTEST_REPORT_ARGS: tuple[str, ...] = ("-rA", "--tb=short", "-p", "no:cacheprovider")
+
+# The report file's name, in the working copy's root: this prefix and a random token per run (so a file the
+# student's code leaves there beforehand is never taken for it); the environment reads and removes it.
+REPORT_PREFIX = ".aios-test-report-"
+# Outcomes as the -rA summary groups them, in the order that decides a test reported twice (an error in
+# teardown after a passing call is an error; a failing subtest fails a passing test).
+REPORT_OUTCOMES: tuple[str, ...] = ("error", "failed", "passed", "xpassed", "xfailed", "skipped")
+_PYTHON = re.compile(r"^python[\d.]*$")
+
+# Run as ``python -c REPORTER <report file> <pytest args>`` in the working copy; only the standard library
+# and pytest. It behaves as ``python -m pytest <pytest args>`` (the working copy first on sys.path), takes
+# the outcomes from the terminal reporter's records, which the -rA summary is printed from (node ids as
+# printed: relative to the invocation directory), and writes ``{"exitstatus": int, "outcomes": {node id:
+# outcome}}``, first outcome of REPORT_OUTCOMES per test, in the summary's order. Writing the report can
+# never change the run's exit status. The code under test runs in this process, so it could still find
+# the file (the name is not left in sys.argv) and write a fake one, as it could print a fake summary.
+REPORTER = f"""
+def _main():
+    import os, sys
+    report = os.path.join(os.getcwd(), sys.argv.pop(1))
+    sys.path[0] = os.getcwd()
+    import json
+    import pytest
+    class Recorder:
+        reporter = config = None
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure(self, config):
+            self.config, self.reporter = config, config.pluginmanager.get_plugin("terminalreporter")
+    def shown(config, nodeid):
+        root, here = config.rootpath, config.invocation_params.dir
+        if root == here:
+            return nodeid
+        path, sep, rest = nodeid.partition("::")
+        return os.path.relpath(root / path, here) + sep + rest
+    recorder = Recorder()
+    code = int(pytest.main(sys.argv[1:], plugins=[recorder]))
+    try:
+        if recorder.reporter is not None:
+            outcomes = {{}}
+            for outcome in {REPORT_OUTCOMES!r}:
+                for rep in recorder.reporter.stats.get(outcome, ()):
+                    outcomes.setdefault(shown(recorder.config, rep.nodeid), outcome)
+            with open(report, "x", encoding="utf-8") as fh:
+                json.dump({{"exitstatus": code, "outcomes": outcomes}}, fh)
+    except Exception:
+        pass
+    sys.exit(code)
+_main()
+"""
 
 # "FAILED tests/test_x.py::test_y[a-b] - AssertionError: ..." (the reason after " - " is optional).
 _OUTCOME_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+?(?:\[.*?\])?)(?: - .*)?$")
@@ -97,6 +157,64 @@ def is_pytest(argv: Sequence[str]) -> bool:
 def reporting_argv(argv: Sequence[str]) -> list[str]:
     """The argv the environment really runs for a test command: pytest gets the report flags appended."""
     return [*argv, *PYTEST_REPORT_ARGS] if is_pytest(argv) else list(argv)
+
+
+def reporter_argv(argv: Sequence[str], report: str) -> list[str] | None:
+    """The :data:`REPORTER` form of a ``python -m pytest ...`` test command (report flags appended), writing
+    its report to ``report`` (a file name in the working copy's root), or None for any other command.
+
+    Only that form: ``python -c`` puts the working copy first on ``sys.path`` as ``python -m`` does, while a
+    ``pytest`` script would not, so rewriting one could change what the tests import.
+    """
+    if len(argv) < 3 or not _PYTHON.match(PurePosixPath(argv[0]).name) or list(argv[1:3]) != ["-m", "pytest"]:
+        return None
+    return [argv[0], "-c", REPORTER, report, *argv[3:], *PYTEST_REPORT_ARGS]
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What :data:`REPORTER` wrote: each test's outcome (one of :data:`REPORT_OUTCOMES`, in the -rA
+    summary's order) and pytest's exit status."""
+
+    outcomes: Mapping[str, str]
+    exitstatus: int
+
+
+def parse_report(text: str) -> RunReport:
+    """Parse the reporter's JSON.
+
+    Raises:
+        EnvError: the text is not the reporter's format.
+    """
+    try:
+        data = json.loads(text)
+        outcomes, status = data["outcomes"], data["exitstatus"]
+        if not isinstance(outcomes, dict) or isinstance(status, bool) or not isinstance(status, int):
+            raise TypeError("outcomes must be an object and exitstatus an integer")
+        bad = [(k, v) for k, v in outcomes.items() if v not in REPORT_OUTCOMES]
+        if bad:
+            raise ValueError(f"unknown outcome {bad[0][1]!r} of {bad[0][0]!r}")
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:  # json's errors are ValueErrors
+        raise EnvError(f"test report is malformed: {str(exc)[:200]}") from exc
+    return RunReport(outcomes, status)
+
+
+def reported_run(report: RunReport, output: str, *, timed_out: bool = False) -> SuiteRun:
+    """The run as its report says, with what only the text holds (counts, frames) read from ``output``.
+
+    ``passing`` and ``failing`` are what :func:`parse_pytest` reads from a whole -rA summary (``passed`` and
+    ``xpassed``; ``error`` then ``failed``), the exit status is the one pytest returned, and the run is
+    complete when pytest returned 0 or 1 (a verdict on every test) or printed its final line.
+    """
+    text = parse_pytest(output, report.exitstatus, timed_out=timed_out)
+    outcomes = report.outcomes.items()
+    return replace(
+        text,
+        passing=tuple(node for node, outcome in outcomes if outcome in ("passed", "xpassed")),
+        failing=tuple(node for node, outcome in outcomes if outcome == "error")
+        + tuple(node for node, outcome in outcomes if outcome == "failed"),
+        complete=not timed_out and (text.complete or report.exitstatus in (0, 1)),
+    )
 
 
 def parse_pytest(output: str, returncode: int, *, timed_out: bool = False) -> SuiteRun:

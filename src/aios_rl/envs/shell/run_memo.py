@@ -10,8 +10,9 @@ load) or that changed the working copy (its effect on the files would be skipped
 with more than :data:`MAX_OUTPUT_BYTES` of output (test runs keep up to 4 MiB of it; remembering those
 would break the memory bound below). A
 stored run is reused only under a timeout at least ``1 / TIMEOUT_MARGIN`` times its recorded duration, so
-a run that was close to its limit is run again rather than reported as finished. Results are the exact
-:class:`~aios_rl.envs.shell.sandbox.SandboxResult` of the first run, duration included.
+a run that was close to its limit is run again rather than reported as finished. Results are what the
+first run gave: its exact :class:`~aios_rl.envs.shell.sandbox.SandboxResult`, duration included, with the
+test report it wrote (the environment keys a run by everything it ran, the reporter's code included).
 
 The memo is an LRU of bounded size shared by every environment of the process (rollout workers are
 threads), guarded by a lock. Its memory is at most ``capacity`` times :data:`MAX_OUTPUT_BYTES` (256 MiB
