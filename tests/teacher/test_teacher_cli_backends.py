@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from teacher_fakes import TOOLS, VALID, FakeTools, make_episode, make_task
 
+from aios_rl.teacher import cli_backends
 from aios_rl.teacher.backend import BackendFailure
 from aios_rl.teacher.cli_backends import CliBackend, CliBackendConfig
 from aios_rl.teacher.gateway import TeacherConfig, TeacherGateway
@@ -292,3 +293,38 @@ def test_a_lone_surrogate_in_the_task_cannot_crash_every_call(tools: FakeTools, 
     signal = gateway(tool).signal(task, make_episode(task))
     assert signal.status == "complete", signal.error
     assert any("Fix the bug ? in calc." in arg for arg in tools.call_log(tool)[0]["argv"])
+
+
+def test_a_runaway_tool_stdout_is_capped_and_fails_at_once(tmp_path: Path) -> None:
+    # `codex exec --json` prints every command's output as an event: a runaway tool's stdout was all kept in
+    # memory until it exited or timed out. Past the cap the call fails (like the HTTP body cap) and the
+    # tool's process group is killed, without waiting for the timeout.
+    tool = tmp_path / "codex"
+    marker = tmp_path / "child.pid"
+    tool.write_text(
+        "#!/bin/sh\nsleep 30 &\necho $! > " + str(marker) + "\n"
+        "head -c " + str(cli_backends.MAX_STDOUT_BYTES + 1_000_000) + " /dev/zero | tr '\\0' x\nsleep 30\n"
+    )
+    tool.chmod(0o755)
+    start = time.monotonic()
+    with pytest.raises(BackendFailure) as info:
+        CliBackend("codex", CliBackendConfig(executable=str(tool))).complete("p", 20.0)
+    assert time.monotonic() - start < 10.0, "the call waited for the timeout"
+    assert info.value.reason == "malformed_envelope" and not info.value.retryable
+    assert f"stdout larger than {cli_backends.MAX_STDOUT_BYTES} bytes" in str(info.value)
+    pid = int(marker.read_text())
+    deadline = time.monotonic() + 3.0
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid), "the runaway tool's process group outlived the call"
+
+
+def test_a_tool_chatty_on_stderr_keeps_only_its_tail(tmp_path: Path) -> None:
+    # stderr is only ever shown as its last few hundred characters, yet all of it was kept in memory.
+    tool = tmp_path / "claude"
+    answer = '{"result": "ok", "is_error": false}'
+    tool.write_text(f"#!/bin/sh\nhead -c 3000000 /dev/zero | tr '\\0' e >&2\necho '{answer}'\n")
+    tool.chmod(0o755)
+    code, out, err = cli_backends._run([str(tool)], 20.0, str(tmp_path))
+    assert code == 0 and answer in out.decode()
+    assert 0 < len(err) <= cli_backends._STDERR_KEPT_BYTES

@@ -34,14 +34,16 @@ Exact invocations and the output formats parsed (``--model M`` is added when ``m
 Failure reasons (:class:`~aios_rl.teacher.backend.BackendFailure`): ``not_found`` (executable not on
 PATH), ``spawn_failed``, ``timeout`` (retryable; the process group is killed), ``nonzero_exit``
 (retryable: API hiccups exit 1), ``empty_output`` (nothing on stdout), ``malformed_envelope`` (stdout is
-not the documented format), ``error_reported`` (the tool says the request failed).
+not the documented format, or more than :data:`MAX_STDOUT_BYTES`: 4 MiB; the process group is killed at
+once), ``error_reported`` (the tool says the request failed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import logging
 import os
+import selectors
 import shutil
 import signal
 import subprocess
@@ -56,14 +58,18 @@ from pydantic import Field
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.teacher.backend import BackendFailure, BackendReply
 
-__all__ = ["CLI_TOOLS", "CliBackend", "CliBackendConfig", "CliTool"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["CLI_TOOLS", "MAX_STDOUT_BYTES", "CliBackend", "CliBackendConfig", "CliTool"]
 
 _STDERR_TAIL = 400
 # Linux's MAX_ARG_STRLEN: one argv element, its terminating NUL included, is at most 32 pages (128 KiB).
 _MAX_ARG_BYTES = 128 * 1024 - 1
 _POLL_S = 0.2  # how often a running tool is checked for having exited
+_EXITED_GRACE_S = 2.0  # how long the pipes of a tool that has exited may stay open
+_READ_BYTES = 65536
+# A runaway tool (``codex exec --json`` prints every command's output as an event) fails past this much
+# stdout, as an HTTP body past the HTTP backend's cap does; only the tail of stderr is ever shown.
+MAX_STDOUT_BYTES = 4 * 1024 * 1024
+_STDERR_KEPT_BYTES = 64 * 1024
 
 
 class CliBackendConfig(ConfigModel):
@@ -279,7 +285,8 @@ def _run(argv: list[str], timeout_s: float, cwd: str, stdin: bytes | None = None
     """Run ``argv`` in its own process group with stdin closed (or reading ``stdin`` then end of file); the
     whole group is killed when the call ends, so nothing the tool started outlives it. Once the tool itself
     has exited, a leftover child that still holds its pipes is killed and the tool's answer read (not waited
-    on until the timeout)."""
+    on until the timeout). At most :data:`MAX_STDOUT_BYTES` of stdout and the last
+    ``_STDERR_KEPT_BYTES`` of stderr are kept: more stdout fails the call at once."""
     source: Any = subprocess.DEVNULL
     try:
         if stdin is not None:
@@ -296,32 +303,54 @@ def _run(argv: list[str], timeout_s: float, cwd: str, stdin: bytes | None = None
     finally:
         if source is not subprocess.DEVNULL:
             source.close()  # the tool has its own descriptor of the file
-    deadline = time.monotonic() + timeout_s
     try:
-        while True:
-            try:
-                out, err = proc.communicate(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
-                break
-            except subprocess.TimeoutExpired:
-                if proc.poll() is not None:  # the tool is done; a child it left holds the pipes open
-                    _signal_group(proc.pid)
-                    try:
-                        out, err = proc.communicate(timeout=2.0)
-                    except subprocess.TimeoutExpired:  # a descendant left the group and keeps the pipes
-                        _kill_group(proc)
-                        raise _fail("timeout", f"{os.path.basename(argv[0])} exited but its output pipes "
-                                    "stayed open", retryable=True) from None
-                    break
-                if time.monotonic() >= deadline:
-                    tool = os.path.basename(argv[0])
-                    raise _fail("timeout", f"{tool} gave no answer within {timeout_s:g}s; its process group "
-                                "was killed", retryable=True) from None
+        out, err = _read_output(proc, os.path.basename(argv[0]), timeout_s)
     finally:
         if proc.returncode is None:
             _kill_group(proc)
         else:
             _signal_group(proc.pid)  # what the tool left running in its group
+            _close_pipes(proc)
     return proc.returncode, out, err
+
+
+def _read_output(proc: subprocess.Popen[bytes], tool: str, timeout_s: float) -> tuple[bytes, bytes]:
+    """Read the tool's stdout and stderr until both are closed and it has exited (see :func:`_run`)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    deadline = time.monotonic() + timeout_s
+    out, err = bytearray(), bytearray()
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        while selector.get_map() or proc.poll() is None:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:  # done; a child it left may hold the pipes
+                exited_at = now
+                _signal_group(proc.pid)
+            if exited_at is not None and now - exited_at > _EXITED_GRACE_S:  # a descendant left the group
+                raise _fail("timeout", f"{tool} exited but its output pipes stayed open", retryable=True)
+            if now >= deadline:
+                raise _fail("timeout", f"{tool} gave no answer within {timeout_s:g}s; its process group "
+                            "was killed", retryable=True)
+            wait_s = max(0.0, min(_POLL_S, deadline - now))
+            if not selector.get_map():  # both pipes closed, the tool still running
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=wait_s)
+                continue
+            for key, _ in selector.select(timeout=wait_s):
+                chunk = os.read(key.fd, _READ_BYTES)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                elif key.fileobj is proc.stdout:
+                    out += chunk
+                    if len(out) > MAX_STDOUT_BYTES:
+                        raise _fail("malformed_envelope", f"{tool}: stdout larger than {MAX_STDOUT_BYTES} "
+                                    "bytes; its process group was killed")
+                else:
+                    err += chunk
+                    del err[:-_STDERR_KEPT_BYTES]
+    return bytes(out), bytes(err)
 
 
 def _signal_group(pgid: int) -> None:
@@ -332,14 +361,14 @@ def _signal_group(pgid: int) -> None:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the tool's group and reap the tool; what is still in its pipes is dropped, unread (a descendant
+    that left the group and still writes gets a broken pipe)."""
     _signal_group(proc.pid)
-    try:
-        proc.communicate(timeout=2.0)
-    except subprocess.TimeoutExpired:
-        # A descendant that left the group still holds the pipes: stop reading, the process is reaped.
-        name = os.path.basename(str(proc.args[0])) if isinstance(proc.args, list) else "tool"
-        logger.warning("teacher: %s was killed but its pipes stay open; abandoning them", name)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        proc.wait(timeout=2.0)
+    _close_pipes(proc)
+    proc.wait(timeout=2.0)
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
