@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
+from aios_rl.envs.shell.generator import SUMMARY_FILE, GeneratorConfig, generate_benchmark
 
 
 def targets(rows: list[dict]) -> list[str]:
@@ -84,7 +84,8 @@ def main() -> None:
         "--tasks",
         type=Path,
         default=None,
-        help="task directory, generated with --count tasks when missing (default bench-out/tasks-COUNT)",
+        help="task directory, generated with --count tasks when missing (default bench-out/tasks-COUNT, "
+        "generated again when incomplete: no benchmark.json, a generation was killed)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("bench-out") / f"rollouts-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -105,12 +106,17 @@ def main() -> None:
             print(line)
         return
     tasks = args.tasks or Path("bench-out") / f"tasks-{args.count}"
-    if not tasks.exists():
+    # benchmark.json is written last: a default directory without it is a generation killed before the end
+    # (an older version wrote into the directory itself), generated again; --tasks is used as given
+    incomplete = args.tasks is None and tasks.exists() and not (tasks / SUMMARY_FILE).is_file()
+    if not tasks.exists() or incomplete:
         try:
             config = GeneratorConfig(count=args.count, seed=0)
         except ValidationError as exc:  # e.g. --count 0: the field names the flag
             parser.error("; ".join(f"--{error['loc'][0]}: {error['msg']}" for error in exc.errors()))
-        generate_benchmark(tasks, config)
+        if incomplete:
+            print(f"{tasks} has no {SUMMARY_FILE}: an incomplete generation; generating it again", flush=True)
+        generate_benchmark(tasks, config, force=incomplete)
     command = [
         sys.executable,
         "-m",

@@ -48,7 +48,7 @@ from aios_rl.campaign.validation import ValidationConfig
 from aios_rl.contracts.episode import DecodingRegime
 from aios_rl.contracts.errors import LineageError
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
-from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
+from aios_rl.envs.shell.generator import SUMMARY_FILE, GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import iter_task_dirs, load_tasks
 from aios_rl.policy.uniform import UniformPolicy
@@ -227,7 +227,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
     parser.add_argument("--tasks", type=Path, default=None,
                         help="an existing task set (a missing one is an error: make it with `aios-rl shell "
-                        "benchmark-generate`); default: OUT/tasks, generated with --count tasks when missing")
+                        "benchmark-generate`); default: OUT/tasks, generated with --count tasks when missing "
+                        "or incomplete (no benchmark.json: a generation was killed)")
     parser.add_argument("--configs", default="rl,distill,distill+rl",
                         help=f"subset of: {', '.join(SHORT)} (gated: with --val-fraction)")
     parser.add_argument("--label-fraction", type=float, default=1.0,
@@ -276,7 +277,14 @@ def main() -> None:
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     tasks_dir = args.tasks or args.out / "tasks"
-    if not tasks_dir.exists():
+    if args.tasks is None and tasks_dir.exists() and not (tasks_dir / SUMMARY_FILE).is_file():
+        # benchmark.json is written last: a generation killed before it left no complete set (an older
+        # version wrote into the directory itself), and the labelled copies made of it are partial too
+        print(f"{tasks_dir} has no {SUMMARY_FILE}: an incomplete generation; generating it again", flush=True)
+        for derived in args.out.glob("tasks-labels-*"):
+            shutil.rmtree(derived)
+        generate_benchmark(tasks_dir, generator, force=True)
+    elif not tasks_dir.exists():
         generate_benchmark(tasks_dir, generator)
     used = f"{len(iter_task_dirs(tasks_dir))} tasks from {tasks_dir}"  # before a derived copy replaces it
     val_dir = None

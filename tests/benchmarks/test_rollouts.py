@@ -47,3 +47,39 @@ def test_the_mae_target_line_says_higher_when_the_online_mae_is_above_the_frozen
     lines = bench.targets([uniform, rail])
     assert lines[-1] == ("controller MAE online 0.0531 vs frozen 0.0436: 22 % higher  "
                          "(target >= 30 % lower): NOT met")
+
+
+class Generated(Exception):
+    """Raised by the stand-in generator: the benchmark chose to generate, with these arguments."""
+
+
+@pytest.mark.parametrize("complete", [False, True])
+def test_a_default_task_set_a_killed_generation_left_is_generated_again(
+    load_benchmark, tmp_path: Path, monkeypatch, capsys, complete: bool
+) -> None:
+    # Generation writes benchmark.json last; bench-out/tasks-COUNT without it is what a kill mid-generation
+    # left, and was used as the whole task set because only its existence was checked.
+    bench = load_benchmark("rollouts")
+    monkeypatch.chdir(tmp_path)
+    tasks = Path("bench-out") / "tasks-4"
+    (tasks / "calc-1").mkdir(parents=True)
+    (tasks / "calc-1" / "manifest.json").write_text("{}")
+    if complete:
+        (tasks / "benchmark.json").write_text("{}")
+
+    def generate(tasks_dir, config, *args, **kwargs):
+        raise Generated(tasks_dir, kwargs.get("force"))
+
+    def run(command):
+        raise AssertionError(f"ran {command}")
+
+    monkeypatch.setattr(bench, "generate_benchmark", generate)
+    monkeypatch.setattr(bench, "run", run)
+    monkeypatch.setattr(sys, "argv", ["rollouts.py", "--count", "4", "--out", str(tmp_path / "out")])
+    with pytest.raises(AssertionError if complete else Generated) as raised:
+        bench.main()
+    if complete:
+        assert str(tasks) in str(raised.value)  # a complete set is used as it is
+        return
+    assert raised.value.args == (tasks, True)
+    assert "incomplete" in capsys.readouterr().out

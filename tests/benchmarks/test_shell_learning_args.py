@@ -54,3 +54,40 @@ def test_the_header_names_the_task_set_used_not_the_count_flag(
     bench.main()
     header = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shell learning"))
     assert "generated" not in header and f"0 tasks from {tasks}" in header
+
+
+class Generated(Exception):
+    """Raised by the stand-in generator: the benchmark chose to generate, with these arguments."""
+
+
+@pytest.mark.parametrize("complete", [False, True])
+def test_a_default_task_set_a_killed_generation_left_is_generated_again(
+    load_benchmark, tmp_path: Path, monkeypatch, capsys, complete: bool
+) -> None:
+    # Generation writes benchmark.json last; OUT/tasks without it is what a kill mid-generation left, and was
+    # used as the whole task set because only its existence was checked.
+    bench = load_benchmark("shell_learning")
+    out = tmp_path / "out"
+    (out / "tasks" / "calc-1").mkdir(parents=True)
+    (out / "tasks" / "calc-1" / "manifest.json").write_text("{}")
+    (out / "tasks-labels-0.5").mkdir()  # derived from the partial set by that earlier run
+    if complete:
+        (out / "tasks" / "benchmark.json").write_text("{}")
+
+    def generate(tasks_dir, config, *args, **kwargs):
+        raise Generated(tasks_dir, kwargs.get("force"))
+
+    def used(tasks_dir):
+        raise AssertionError(f"used the task set in {tasks_dir}")
+
+    monkeypatch.setattr(bench, "generate_benchmark", generate)
+    monkeypatch.setattr(bench, "iter_task_dirs", used)
+    monkeypatch.setattr(bench.sys, "argv", ["shell_learning.py", "--seeds", "0", "--out", str(out)])
+    with pytest.raises(AssertionError if complete else Generated) as raised:
+        bench.main()
+    if complete:
+        assert str(out / "tasks") in str(raised.value)  # a complete set is used as it is
+        return
+    assert raised.value.args == (out / "tasks", True)
+    assert "incomplete" in capsys.readouterr().out
+    assert not (out / "tasks-labels-0.5").exists()  # a copy of the partial set is not reused either

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell import task_set
 from aios_rl.envs.shell.generator import (
     NON_INVERTIBLE_EVERY,
     SUMMARY_FILE,
@@ -389,3 +390,45 @@ def test_tasks_from_a_repo_into_its_own_subdirectory_leave_earlier_tasks_out(
     assert first.generated == second.generated == 1
     (task,) = [p for p in out.iterdir() if p.is_dir()]
     assert not (task / "repo" / "tasks").exists()
+
+
+def _killed_after(monkeypatch: pytest.MonkeyPatch, tasks: int) -> None:
+    """Make the generation stop like a killed process once ``tasks`` tasks are written."""
+    real = task_set.write_task
+    written = []
+
+    def write_task(*args, **kwargs):
+        if len(written) == tasks:
+            raise KeyboardInterrupt  # Ctrl-C, or a kill, in the middle of writing the task set
+        written.append(real(*args, **kwargs))
+        return written[-1]
+
+    monkeypatch.setattr(task_set, "write_task", write_task)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_generation_killed_while_writing_leaves_no_partial_task_set(
+    tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch, force: bool
+) -> None:
+    # Tasks were written one by one into --out itself: a kill after two of three left a task set of two
+    # without benchmark.json, which `shell train --tasks` and the benchmarks then used as if complete.
+    repo = tmp_path / "proj"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    out = tmp_path / "out"
+    if force:  # a previous task set that --force replaces
+        (out / "t1").mkdir(parents=True)
+        (out / "t1" / "manifest.json").write_text("{}")
+    _killed_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=3), sandbox=sandbox,
+                           force=force)
+    left = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    assert left == (["t1"] if force else []), "a half-written task set was left in --out"
+    monkeypatch.undo()
+    summary = generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=3), sandbox=sandbox,
+                                 force=force)  # the next run is not refused, and replaces what was left
+    assert summary.generated == 3 and summary.out == str(out)
+    assert len([p for p in out.iterdir() if p.is_dir()]) == 3 and (out / SUMMARY_FILE).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "proj"]  # nothing left beside it

@@ -55,11 +55,13 @@ from aios_rl.envs.shell.task_set import (
     GenerationSummary,
     check_out_dir,
     holdout_splits,
-    prepare_out_dir,
+    publish_task_set,
+    staging_dir,
     summarize,
     write_tasks,
 )
 from aios_rl.envs.shell.task_set import build_manifest as build_manifest
+from aios_rl.envs.shell.task_set import prepare_out_dir as prepare_out_dir
 from aios_rl.envs.shell.task_set import task_prompt as task_prompt
 from aios_rl.envs.shell.validation import PYTEST_COMMAND, validation_sandbox
 
@@ -93,9 +95,11 @@ def generate_benchmark(
     repos = [discover(SEEDS_DIR / n, n, PYTEST_COMMAND) for n in [*holdout, *train]]
     mined = mine(repos, config, sandbox, show_progress=show_progress)
     splits = holdout_splits(mined.kept, holdout, config.holdout_fraction, rng)
-    prepare_out_dir(out, force)
-    write_tasks(out, mined.kept, splits, config)
-    return summarize(out, config, mined, splits, holdout, started)
+    staging = staging_dir(out)
+    write_tasks(staging, mined.kept, splits, config)
+    summary = summarize(staging, config, mined, splits, holdout, started)
+    publish_task_set(staging, out, force)
+    return summary.model_copy(update={"out": str(out)})
 
 
 def _working_tree_files(path: Path) -> list[str] | None:
@@ -169,6 +173,7 @@ def generate_from_repo(
         raise EnvError('the test command is empty; pass e.g. --test-cmd "python -m pytest -q tests"')
     repo_name = name or safe_repo_name(path)
     check_out_dir(out, force)  # cleared only once there are tasks to replace its task set with
+    staging = staging_dir(out)  # before the snapshot: a killed run's leftovers may lie in the repository
     sandbox = sandbox or validation_sandbox()
     with tempfile.TemporaryDirectory(prefix="aios-rl-mine-") as scratch:
         root = Path(scratch) / repo_name
@@ -186,6 +191,7 @@ def generate_from_repo(
             raise EnvError(f"the tests of {path} do not pass as given (exit {run.returncode}, {how}); tasks "
                            f"need a passing suite to mutate; check --test-cmd. Output ends:\n{run.tail}")
         splits: dict[str, Split] = {k.task_id: split for k in mined.kept}
-        prepare_out_dir(out, force)
-        write_tasks(out, mined.kept, splits, config)
-    return summarize(out, config, mined, splits, [], started)
+        write_tasks(staging, mined.kept, splits, config)
+    summary = summarize(staging, config, mined, splits, [], started)
+    publish_task_set(staging, out, force)
+    return summary.model_copy(update={"out": str(out)})

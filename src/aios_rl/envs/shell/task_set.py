@@ -146,10 +146,33 @@ def prepare_out_dir(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def staging_dir(out: Path) -> Path:
+    """The directory beside ``out`` where its task set is built before :func:`publish_task_set` renames it
+    into place, so a generation killed while writing never leaves a partial set in ``out`` (where the
+    loaders would take it for a whole one). What a killed generation left there is removed."""
+    real = out.resolve()  # a symlinked --out: the set goes where the link points, the link stays
+    staging = real.parent / f".{real.name}.tmp-generating"
+    if staging.exists():
+        shutil.rmtree(staging)
+    return staging
+
+
+def publish_task_set(staging: Path, out: Path, force: bool) -> None:
+    """Replaces ``out``'s task set (a previous one only with ``force``) with the complete one in
+    ``staging``: cleared, then one rename (onto the empty directory).
+
+    Raises:
+        EnvError: ``out`` is not empty (without ``force``), or holds something other than tasks.
+    """
+    prepare_out_dir(out, force)
+    os.replace(staging, out.resolve())
+
+
 def write_tasks(
     out: Path, kept: Sequence[KeptMutant], splits: dict[str, Split], config: GeneratorConfig
 ) -> None:
     """Writes each task atomically: a copy of its repo with the mutant in place, plus the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
     for k in sorted(kept, key=lambda k: k.task_id):
         manifest = build_manifest(k, splits[k.task_id], config)
         with tempfile.TemporaryDirectory(prefix="aios-rl-task-") as scratch:
