@@ -142,3 +142,43 @@ def test_a_capitalised_oracle_teacher_is_the_oracle(tmp_path: Path) -> None:
         assert isinstance(campaign.teacher, ShellOracle)
     finally:
         campaign.close()
+
+
+def test_a_start_over_a_refused_one_holds_the_writer_lock_throughout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A start refused before its campaign meta left control.db holding that start's control settings; the
+    # retry with other settings stored its own, then closed its control plane and opened it again: between
+    # the two, the run's writer lock was free and another process could take the run.
+    import fcntl
+    import subprocess
+
+    from aios_rl.control.plane import ControlPlane
+    from aios_rl.storage import run_lock
+
+    make_task(tmp_path)
+    run = tmp_path / "run"
+    ControlPlane(run, ControlConfig()).close()  # what the refused start left: its settings, no campaign
+    probe = ("import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
+             f"fcntl.flock(fd, {fcntl.LOCK_EX | fcntl.LOCK_NB})\n")
+    taken = []
+    release = run_lock.WriterLock.release
+
+    def release_then_let_another_process_try(self: run_lock.WriterLock) -> None:
+        release(self)
+        grab = subprocess.run([sys.executable, "-c", probe, str(self.path)], capture_output=True, check=False)
+        if grab.returncode == 0:
+            taken.append(self.path)
+
+    monkeypatch.setattr(run_lock.WriterLock, "release", release_then_let_another_process_try)
+    config = CampaignConfig(teacher="none", control=ControlConfig(ledger=LedgerConfig(batch_size=2)))
+    campaign = OnlineCampaign(run, tmp_path / "tasks", config)
+    try:
+        assert campaign.plane.config == config.control
+        assert taken == [], "another process could take the run while its campaign was starting"
+    finally:
+        monkeypatch.undo()
+        campaign.close()
+    reopened = OnlineCampaign(run, None, config, resume=True)  # the new settings are the run's
+    assert reopened.plane.config == config.control
+    reopened.close()

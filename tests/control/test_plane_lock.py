@@ -131,3 +131,23 @@ def test_only_unregistered_checkpoints_are_removed(tmp_path: Path) -> None:
         assert plane.checkpoints.list_ids() == ["c0"]
         assert plane.verify_pointers() == []
     assert (run / "checkpoints" / "notes" / "todo.txt").is_file()
+
+
+def test_replacing_the_settings_of_an_empty_run_keeps_the_lock_and_a_run_with_events_refuses(
+    tmp_path: Path,
+) -> None:
+    from aios_rl.control.events import ControlConfig
+    from aios_rl.control.ledger import LedgerConfig
+
+    run, other = tmp_path / "run", ControlConfig(ledger=LedgerConfig(batch_size=2))
+    with ControlPlane(run, ControlConfig()) as plane:
+        plane.replace_config(other)
+        assert plane.config == other
+        with pytest.raises(RunLockedError):
+            ControlPlane(run)  # still held
+        plane.save_checkpoint("c0", {"w": torch.zeros(2)}, {})
+        plane.initialize("c0")
+        with pytest.raises(StorageError, match="holds events"):
+            plane.replace_config(ControlConfig())
+    with ControlPlane(run, writer=False) as reader:
+        assert reader.config == other

@@ -77,7 +77,6 @@ from aios_rl.contracts.episode import DecodingRegime, Episode, Task, Verificatio
 from aios_rl.contracts.errors import AiosRlError, ConfigError, TrainingError
 from aios_rl.control.compare import compare_matched, get_comparator
 from aios_rl.control.ledger import CloseDecision
-from aios_rl.control.plane import CONFIG_KEY as CONTROL_CONFIG_KEY
 from aios_rl.control.plane import ControlPlane
 from aios_rl.control.replay import route_episode
 from aios_rl.envs.shell.env import ShellBugfixEnv
@@ -183,10 +182,9 @@ class OnlineCampaign:
         assert tasks_dir is not None  # train_tasks refused None
         if self.plane.config != config.control:
             # An empty store left by a start killed (or refused) before the campaign meta, maybe before it
-            # stored its control settings: no event was folded under the stored ones; this start sets its own.
-            self.plane.store.set_meta(CONTROL_CONFIG_KEY, config.control.model_dump(mode="json"))
-            self.plane.close()
-            self.plane = ControlPlane(self.run_dir, config.control)
+            # stored its control settings: no event was folded under the stored ones; this start sets its own
+            # (in place: closing the plane to reopen it would free the run's writer lock in between).
+            self.plane.replace_config(config.control)
         # One meta commit (by the caller) makes the campaign; a kill before it leaves a store a start redoes.
         meta = {
             "config": config.model_dump(mode="json"),

@@ -99,6 +99,19 @@ class ControlPlane:
             )
         return resolved
 
+    def replace_config(self, config: ControlConfig) -> None:
+        """Store ``config`` as the control settings of this run, which holds no event yet (a start refused
+        or killed before its first event left its own settings); the writer lock stays held throughout.
+
+        Raises:
+            StorageError: the run holds events, folded under the settings it has.
+        """
+        assert self.writer, "a read-only control plane never writes"
+        if self.store.event_count() > 0:
+            raise StorageError(f"{self.run_dir} holds events; its control settings cannot change")
+        self.store.set_meta(CONFIG_KEY, config.model_dump(mode="json"))
+        self.config = config
+
     def _load(self) -> tuple[int, ControlState]:
         snap = self.store.latest_snapshot()
         seq, state = (0, ControlState()) if snap is None else (snap[0], ControlState.model_validate_json(snap[1]))
