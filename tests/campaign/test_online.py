@@ -182,3 +182,22 @@ def test_a_start_over_a_refused_one_holds_the_writer_lock_throughout(
     reopened = OnlineCampaign(run, None, config, resume=True)  # the new settings are the run's
     assert reopened.plane.config == config.control
     reopened.close()
+
+
+@pytest.mark.parametrize(
+    ("student", "needle"),
+    [({"kind": "causal-lm"}, "needs --model PATH"), ({"compact": {"bukets": 8}}, "student.compact.bukets")],
+)
+def test_a_start_refused_for_its_student_can_be_retried_with_another(
+    tmp_path: Path, student: dict, needle: str
+) -> None:
+    from aios_rl.campaign.students import StudentConfig
+
+    make_task(tmp_path)
+    run = tmp_path / "run"
+    config = CampaignConfig(teacher="none", student=StudentConfig(**student))
+    with pytest.raises(AiosRlError, match=needle):
+        OnlineCampaign(run, tmp_path / "tasks", config)
+    assert not run.exists()  # refused before the store exists: the corrected command starts afresh
+    campaign = OnlineCampaign(run, tmp_path / "tasks", CampaignConfig(teacher="none"))
+    campaign.close()

@@ -50,3 +50,26 @@ def test_a_checkpoint_spec_this_version_cannot_read_is_a_policy_error() -> None:
     ValidationError."""
     with pytest.raises(PolicyError, match="new_knob"):
         restore_student({"kind": "compact", "config": {"buckets": 64, "new_knob": 1}}, {})
+
+
+@pytest.mark.parametrize(
+    ("student", "needle"),
+    [({"kind": "causal-lm"}, "needs --model PATH"), ({"compact": {"bukets": 8}}, "student.compact.bukets")],
+)
+def test_a_student_that_cannot_be_built_is_refused_before_the_run_directory_exists(
+    tmp_path: Path, student: dict, needle: str
+) -> None:
+    """Stored first, such a configuration left a run the corrected command refused as 'trained with a
+    different configuration', with no checkpoint in it."""
+    import sys
+
+    from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+    from test_env import make_task
+
+    make_task(tmp_path)
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none", student=StudentConfig(**student))
+    with pytest.raises(ConfigError, match=needle):
+        ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    assert not (tmp_path / "run").exists()

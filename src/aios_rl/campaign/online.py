@@ -66,7 +66,7 @@ from aios_rl.campaign.slots import (
     slot_event_id,
     slot_task,
 )
-from aios_rl.campaign.students import make_student, restore_student
+from aios_rl.campaign.students import check_student, make_student, restore_student
 from aios_rl.campaign.train import (
     ShellTrainConfig,
     build_teacher,
@@ -131,6 +131,7 @@ class OnlineCampaign:
         if not existed:
             check_run_outside_tasks(self.run_dir, tasks_dir)
             checked_backends(config.teacher)
+            check_student(config.student, seed=config.seed)
         self.plane = ControlPlane(self.run_dir, None if existed else config.control)
         try:
             self.config, self.campaign_id, self.tasks, meta = self._setup(config, tasks_dir, resume, fresh)

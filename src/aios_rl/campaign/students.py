@@ -50,29 +50,49 @@ class StudentConfig(ConfigModel):
         return self
 
 
-def make_student(config: StudentConfig, *, seed: int) -> Policy:
-    """A freshly initialised student.
+def check_student(config: StudentConfig, *, seed: int) -> dict[str, Any]:
+    """The policy spec of a fresh student with these settings, its config validated without building the
+    student (no model is loaded), so a run or campaign refuses settings it could not start from before it
+    creates its store.
 
     Raises:
         ConfigError: causal-lm without a model path, or ``compact``/``causal_lm`` overrides the student's
             config rejects.
     """
+    model: type[ConfigModel]
     if config.kind == "compact":
-        try:
-            return build_policy({"kind": "compact", "config": {"seed": seed, **config.compact}})
-        except ValidationError as exc:  # the free-form overrides are validated only here
-            problems = "\n".join(f"student.compact.{line}" for line in problems_from(exc))
-            raise ConfigError(f"invalid compact student settings:\n{problems}") from None
-    if config.model_path is None:
-        raise ConfigError("student.kind=causal-lm needs --model PATH (a local model directory; nothing is downloaded)")
-    torch.manual_seed(seed)
-    lm = {"model_path": config.model_path, "mode": config.lm_mode, "lora": config.lora, "seed": seed,
-          **config.causal_lm}
-    try:
-        return build_policy({"kind": "causal-lm", "config": lm})
-    except ValidationError as exc:  # the LM config is validated only here: transformers loads lazily
-        problems = "\n".join(f"student.causal_lm.{line}" for line in problems_from(exc))
-        raise ConfigError(f"invalid causal-LM student settings:\n{problems}") from None
+        from aios_rl.policy.compact import CompactStudentConfig
+
+        spec, model, section = {"seed": seed, **config.compact}, CompactStudentConfig, "compact"
+        what = "compact student"
+    else:
+        if config.model_path is None:
+            raise ConfigError("student.kind=causal-lm needs --model PATH (a local model directory; "
+                              "nothing is downloaded)")
+        from aios_rl.policy.causal_lm import CausalLMStudentConfig  # transformers: only for this student
+
+        spec = {"model_path": config.model_path, "mode": config.lm_mode, "lora": config.lora, "seed": seed,
+                **config.causal_lm}
+        model, section, what = CausalLMStudentConfig, "causal_lm", "causal-LM student"
+    try:  # the free-form overrides are validated only here
+        model.model_validate(spec)
+    except ValidationError as exc:
+        problems = "\n".join(f"student.{section}.{line}" for line in problems_from(exc))
+        raise ConfigError(f"invalid {what} settings:\n{problems}") from None
+    return {"kind": config.kind, "config": spec}
+
+
+def make_student(config: StudentConfig, *, seed: int) -> Policy:
+    """A freshly initialised student.
+
+    Raises:
+        ConfigError: causal-lm without a model path, or ``compact``/``causal_lm`` overrides the student's
+            config rejects (:func:`check_student`).
+    """
+    spec = check_student(config, seed=seed)
+    if config.kind == "causal-lm":
+        torch.manual_seed(seed)
+    return build_policy(spec)
 
 
 def restore_student(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Policy:

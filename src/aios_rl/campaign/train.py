@@ -31,7 +31,7 @@ from aios_rl.campaign.collect import RolloutCollector
 from aios_rl.campaign.demos import distill_passes, fix_demonstrations, oracle_demonstrations
 from aios_rl.campaign.metrics import EPOCH_PHASES, append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
-from aios_rl.campaign.students import make_student, restore_student
+from aios_rl.campaign.students import check_student, make_student, restore_student
 from aios_rl.campaign.task_sampling import frontier_tasks, visit_counts
 from aios_rl.campaign.train_config import (
     TRAIN_CONFIG_KEY,
@@ -285,10 +285,12 @@ class ShellTraining:
             raise ConfigError(f"student.model_path ({config.student.model_path}) is for the causal-lm "
                               f"student, but this run trains a {config.student.kind} one; set student.kind: "
                               "causal-lm")
-        # A bad --init-from, teacher name or validation set fails before the run directory exists, so fixing
-        # it does not need a new --run.
+        # A bad --init-from, teacher name, student or validation set fails before the run directory exists, so
+        # fixing it does not need a new --run.
         if new_run:
             checked_backends(config.teacher)
+            if not config.init_from:
+                check_student(config.student, seed=config.seed)
         start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
         train_tasks = load_train_tasks(tasks_dir)
         # A new run stores ``config`` as given, so this split is the run's own.
