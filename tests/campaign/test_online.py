@@ -186,7 +186,11 @@ def test_a_start_over_a_refused_one_holds_the_writer_lock_throughout(
 
 @pytest.mark.parametrize(
     ("student", "needle"),
-    [({"kind": "causal-lm"}, "needs --model PATH"), ({"compact": {"bukets": 8}}, "student.compact.bukets")],
+    [
+        ({"kind": "causal-lm"}, "needs --model PATH"),
+        ({"kind": "causal-lm", "model_path": "no/such-model"}, "neither a local directory nor in the"),
+        ({"compact": {"bukets": 8}}, "student.compact.bukets"),
+    ],
 )
 def test_a_start_refused_for_its_student_can_be_retried_with_another(
     tmp_path: Path, student: dict, needle: str

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aios_rl.campaign.students import StudentConfig, make_student, restore_student
-from aios_rl.contracts.errors import ConfigError, PolicyError
+from aios_rl.contracts.errors import AiosRlError, ConfigError, PolicyError
 from aios_rl.policy.compact import CompactStudent
 from aios_rl.policy.factory import policy_spec
 
@@ -54,7 +54,11 @@ def test_a_checkpoint_spec_this_version_cannot_read_is_a_policy_error() -> None:
 
 @pytest.mark.parametrize(
     ("student", "needle"),
-    [({"kind": "causal-lm"}, "needs --model PATH"), ({"compact": {"bukets": 8}}, "student.compact.bukets")],
+    [
+        ({"kind": "causal-lm"}, "needs --model PATH"),
+        ({"kind": "causal-lm", "model_path": "no/such-model"}, "neither a local directory nor in the"),
+        ({"compact": {"bukets": 8}}, "student.compact.bukets"),
+    ],
 )
 def test_a_student_that_cannot_be_built_is_refused_before_the_run_directory_exists(
     tmp_path: Path, student: dict, needle: str
@@ -70,6 +74,6 @@ def test_a_student_that_cannot_be_built_is_refused_before_the_run_directory_exis
 
     make_task(tmp_path)
     config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none", student=StudentConfig(**student))
-    with pytest.raises(ConfigError, match=needle):
+    with pytest.raises(AiosRlError, match=needle):
         ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     assert not (tmp_path / "run").exists()

@@ -58,6 +58,7 @@ def check_student(config: StudentConfig, *, seed: int) -> dict[str, Any]:
     Raises:
         ConfigError: causal-lm without a model path, or ``compact``/``causal_lm`` overrides the student's
             config rejects.
+        PolicyError: a causal-lm model path that is neither a local directory nor in the Hugging Face cache.
     """
     model: type[ConfigModel]
     if config.kind == "compact":
@@ -69,8 +70,9 @@ def check_student(config: StudentConfig, *, seed: int) -> dict[str, Any]:
         if config.model_path is None:
             raise ConfigError("student.kind=causal-lm needs --model PATH (a local model directory; "
                               "nothing is downloaded)")
-        from aios_rl.policy.causal_lm import CausalLMStudentConfig  # transformers: only for this student
+        from aios_rl.policy.causal_lm import CausalLMStudentConfig, resolve_model_dir  # transformers
 
+        resolve_model_dir(config.model_path)  # a directory or cache entry; its files load with the student
         spec = {"model_path": config.model_path, "mode": config.lm_mode, "lora": config.lora, "seed": seed,
                 **config.causal_lm}
         model, section, what = CausalLMStudentConfig, "causal_lm", "causal-LM student"

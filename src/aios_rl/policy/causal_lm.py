@@ -161,7 +161,7 @@ def greedy_logprobs(logits: Tensor) -> Tensor:
     return out.scatter_(-1, logits.float().argmax(-1, keepdim=True), 0.0)
 
 
-def _resolve_model_dir(model_path: str) -> Path:
+def resolve_model_dir(model_path: str) -> Path:
     """The local directory holding ``model_path``: the path itself, or its Hugging Face cache snapshot."""
     never = "aios-rl never downloads models: copy one there, or build a tiny one with aios_rl.policy.tiny_lm"
     if not model_path:
@@ -210,7 +210,7 @@ class CausalLMStudent:
     def __init__(self, config: CausalLMStudentConfig) -> None:
         self.config = config
         self.device = _pick_device(config.device)
-        model_dir = _resolve_model_dir(config.model_path)
+        model_dir = resolve_model_dir(config.model_path)
         # Building the student leaves the global RNG as it was (as the compact student does): a trainer that
         # has just restored a checkpoint's RNG state keeps it when a reference copy is built after it.
         with torch.random.fork_rng(devices=[]):
