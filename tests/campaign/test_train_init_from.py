@@ -122,3 +122,40 @@ def test_a_model_path_for_a_compact_student_is_refused_before_the_run_exists(tmp
     with pytest.raises(ConfigError, match="set student.kind: causal-lm"):
         ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     assert not (tmp_path / "run").exists()
+
+
+def test_student_settings_that_differ_from_the_start_checkpoint_are_refused(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    """The student comes from the start checkpoint, so a setting asked for that it does not have (another
+    model, mode, LoRA or compact width) is refused rather than stored while another student trains."""
+    from aios_rl.policy.tiny_lm import build_tiny_lm
+
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    ShellTraining(tmp_path / "compact", tasks, ShellTrainConfig(epochs=1, warm_start_epochs=0)).close()
+    wider = ShellTrainConfig.model_validate({"epochs": 1, "student": {"compact": {"hidden_size": 7}},
+                                             "init_from": str(tmp_path / "compact")})
+    with pytest.raises(ConfigError, match=r"student\.compact\.hidden_size"):
+        ShellTraining(tmp_path / "a", tasks, wider)
+
+    lm = {"kind": "causal-lm", "model_path": str(model_dir), "lora": True,
+          "causal_lm": {"max_prompt_tokens": 1536}}
+    ShellTraining(tmp_path / "lm", tasks, ShellTrainConfig.model_validate(
+        {"epochs": 1, "warm_start_epochs": 0, "student": lm})).close()
+    other = build_tiny_lm(tmp_path / "other-lm", seed=1)
+    changes = (({"model_path": str(other)}, "student.model_path"),
+               ({"lm_mode": "generate"}, "student.lm_mode"),
+               ({"lora": False}, "student.lora"),
+               ({"causal_lm": {"max_prompt_tokens": 512}}, r"student\.causal_lm\.max_prompt_tokens"))
+    for change, needle in changes:
+        asked = ShellTrainConfig.model_validate({"epochs": 1, "student": lm | change,
+                                                 "init_from": str(tmp_path / "lm")})
+        with pytest.raises(ConfigError, match=needle):
+            ShellTraining(tmp_path / "b", tasks, asked)
+    assert not any((tmp_path / name).exists() for name in "ab")
+    # the same settings, or only the kind, start from it
+    for name, student in (("c", lm), ("d", {"kind": "causal-lm"})):
+        same = ShellTrainConfig.model_validate({"epochs": 1, "student": student,
+                                                "init_from": str(tmp_path / "lm")})
+        ShellTraining(tmp_path / name, tasks, same).close()

@@ -97,6 +97,21 @@ def make_student(config: StudentConfig, *, seed: int) -> Policy:
     return build_policy(spec)
 
 
+def start_conflicts(config: StudentConfig, held: dict[str, Any]) -> list[str]:
+    """The settings ``config`` asks for that the start checkpoint's student does not have (``held``, its
+    ``config_dict()``), one ``student.X`` line each. A setting left unset asks for nothing: the checkpoint's
+    holds. A warm start from ``init_from`` keeps the checkpoint's student, so these would be ignored."""
+    if config.kind == "compact":
+        asked = {key: (f"student.compact.{key}", value) for key, value in config.compact.items()}
+    else:
+        asked = {key: (f"student.causal_lm.{key}", value) for key, value in config.causal_lm.items()}
+        for key, own in _LM_OWN_FIELDS.items():
+            if own in config.model_fields_set and getattr(config, own) is not None:
+                asked[key] = (f"student.{own}", getattr(config, own))
+    return [f"{name} is {value!r} but the checkpoint's student has {held.get(key)!r}"
+            for key, (name, value) in sorted(asked.items()) if held.get(key) != value]
+
+
 def restore_student(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Policy:
     """Rebuild a student from a checkpoint's policy spec and tensors.
 

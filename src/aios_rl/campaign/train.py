@@ -31,7 +31,7 @@ from aios_rl.campaign.collect import RolloutCollector
 from aios_rl.campaign.demos import distill_passes, fix_demonstrations, oracle_demonstrations
 from aios_rl.campaign.metrics import EPOCH_PHASES, append_metrics, read_metrics
 from aios_rl.campaign.online_update import load_episodes
-from aios_rl.campaign.students import check_student, make_student, restore_student
+from aios_rl.campaign.students import check_student, make_student, restore_student, start_conflicts
 from aios_rl.campaign.task_sampling import frontier_tasks, visit_counts
 from aios_rl.campaign.train_config import (
     TRAIN_CONFIG_KEY,
@@ -292,6 +292,12 @@ class ShellTraining:
             if not config.init_from:
                 check_student(config.student, seed=config.seed)
         start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
+        conflicts = start_conflicts(config.student, start[0].config_dict()) if start is not None else []
+        if start is not None and conflicts:
+            raise ConfigError(f"init_from: this run starts from the student in {start[1]} and keeps its "
+                              f"settings, which differ from the ones asked for: {'; '.join(conflicts)}; "
+                              "leave those settings out (or match them), or train a fresh student without "
+                              "--init-from")
         train_tasks = load_train_tasks(tasks_dir)
         # A new run stores ``config`` as given, so this split is the run's own.
         split = validation_split(config.validation, train_tasks, config.seed) if new_run else None

@@ -40,7 +40,8 @@ def train(
     seed: int = typer.Option(0, "--seed", help="Seed for tasks, rollouts and initialisation."),
     init_from: str | None = typer.Option(
         None, "--init-from", help="Start from another run's checkpoint: RUN_DIR (its active one) or "
-        "RUN_DIR:CHECKPOINT (active, last_stable, initial or an id); no warm start then."
+        "RUN_DIR:CHECKPOINT (active, last_stable, initial or an id); no warm start then. The student keeps "
+        "that checkpoint's settings (a different --model, mode or LoRA setting is refused)."
     ),
     val_fraction: float | None = typer.Option(
         None, "--val-fraction", help="Hold this share of the training tasks out for validation: every update is "
