@@ -426,3 +426,44 @@ def test_greedy_generation_is_an_argmax_with_ties_to_the_first_token(model_dir: 
     assert all(r.token_ids == runs[0].token_ids for r in runs)
     assert runs[0].token_ids[0] == 0  # every logit is 0: the first token id wins
     assert runs[0].logprob == 0.0 and set(runs[0].token_logprobs) == {0.0}
+
+
+@pytest.fixture(scope="module")
+def short_context_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny GPT-2 (learned positions: 200 of them) with the tiny tokenizer, without chat template or pad
+    token: a base model whose context is shorter than ``max_prompt_tokens``' default."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    path = tmp_path_factory.mktemp("tiny-gpt2")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    tokenizer.chat_template, tokenizer.pad_token = None, None
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=200, n_embd=16, n_layer=1, n_head=2,
+                        eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
+    GPT2LMHeadModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    (path / "chat_template.jinja").unlink(missing_ok=True)
+    return path
+
+
+def test_a_long_observation_fits_the_models_context(short_context_dir: Path) -> None:
+    # max_prompt_tokens (1024 by default) above the model's context used to index past the position table.
+    long = "x = 1 + 2\n" * 300
+    scored = student(short_context_dir)
+    assert not scored.tokenizer.chat_template and scored.tokenizer.pad_token_id is None
+    patch = '{"action": "patch", "path": "a.py", "old": "1", "new": "2"}'
+    obs = Observation(text=long, candidates=["stop", patch])
+    (sample,) = scored.act([obs], [ENV], DecodingRegime(), torch.Generator().manual_seed(0))
+    ev = scored.evaluate([obs], [ENV], [sample.action])
+    assert math.isclose(float(ev.logprobs[0].detach()), sample.logprob, abs_tol=1e-5)  # one prompt in both
+    assert scored.last_act_metrics["policy/prompt_truncated_frac"] == 1.0
+
+    writer = student(short_context_dir, mode="generate", max_new_tokens=8)
+    generator = torch.Generator().manual_seed(0)
+    (answer,) = writer.act([Observation(text=long)], [ENV], DecodingRegime(), generator)
+    assert writer.last_act_metrics["policy/prompt_truncated_frac"] == 1.0
+    again = writer.evaluate([Observation(text=long)], [ENV], [answer.action], token_ids=[answer.token_ids])
+    assert math.isclose(float(again.logprobs[0].detach()), answer.logprob, abs_tol=1e-4)
+    # a distillation target longer than max_new_tokens still fits beside its prompt
+    target = '{"action": "patch", "path": "stats.py", "old": "range(n - 1)", "new": "range(n)"}' * 2
+    assert writer.evaluate([Observation(text=long)], [ENV], [target]).token_mask.sum() > 8

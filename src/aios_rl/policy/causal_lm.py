@@ -69,7 +69,10 @@ class CausalLMStudentConfig(ConfigModel):
     )
     max_new_tokens: int = Field(default=64, gt=0, description="generate mode: most answer tokens per action.")
     max_prompt_tokens: int = Field(
-        default=1024, gt=0, description="Longest prompt; longer observations lose their beginning."
+        default=1024,
+        gt=0,
+        description="Longest prompt; longer observations lose their beginning. Less where the model's "
+        "context (max_position_embeddings) would not hold the prompt and its answer.",
     )
     length_normalize: bool = Field(
         default=False,
@@ -223,7 +226,10 @@ class CausalLMStudent:
                 raise PolicyError(
                     f"could not load a causal LM and tokenizer from {model_dir}: {exc}"
                 ) from exc
-            self.hidden_size: int = model.config.get_text_config().hidden_size
+            text_config = model.config.get_text_config()
+            self.hidden_size: int = text_config.hidden_size
+            # the most positions a sequence may use (GPT-2's learned table has no more); None: no limit given
+            self.context: int | None = getattr(text_config, "max_position_embeddings", None)
             # what token entropies span (RAIL's log|V|)
             self.vocab_size: int = int(model.get_output_embeddings().weight.shape[0])
             if config.lora:
@@ -419,7 +425,8 @@ class CausalLMStudent:
         regime: DecodingRegime,
         generator: torch.Generator | None,
     ) -> list[ActionSample]:
-        prompts, truncated = self._prompts(observations, environments, with_candidates=False)
+        room = [self.config.max_new_tokens] * len(observations)
+        prompts, truncated = self._prompts(observations, environments, False, answer_room=room)
         # One observation at a time: no left padding, so every prompt is exactly what evaluate sees.
         samples = [self._generate_one(prompt, regime, generator) for prompt in prompts]
         non_json = sum(not is_json_action(s.action) for s in samples)
@@ -519,11 +526,14 @@ class CausalLMStudent:
         token_ids: Sequence[Sequence[int] | None] | None,
         loss_mask: Sequence[Sequence[int] | None] | None,
     ) -> Evaluation:
-        prompts, _ = self._prompts(observations, environments, with_candidates=False)
         recorded = token_ids if token_ids is not None else [None] * len(actions)
         answers = [list(ids) if ids is not None else self._answer_ids(a) for ids, a in zip(recorded, actions)]
         if any(not a for a in answers):
             raise PolicyError("evaluate: a recorded answer has no tokens; token_ids rows must be non-empty")
+        # A sampled answer has at most max_new_tokens, so its prompt is the one act built; only a longer
+        # (distillation) target takes more room from the prompt.
+        room = [max(self.config.max_new_tokens, len(a)) for a in answers]
+        prompts, _ = self._prompts(observations, environments, False, answer_room=room)
         scores = self._score_rows(list(zip(prompts, answers)))
         trained = self._trained_tokens(loss_mask, answers, scores.token_mask.shape[1])  # (B, R)
         mask = scores.token_mask & trained  # (B, R)
@@ -557,9 +567,14 @@ class CausalLMStudent:
     # ------------------------------------------------------------------ shared pieces
 
     def _prompts(
-        self, observations: Sequence[Observation], environments: Sequence[str], with_candidates: bool
+        self,
+        observations: Sequence[Observation],
+        environments: Sequence[str],
+        with_candidates: bool,
+        answer_room: Sequence[int],
     ) -> tuple[list[list[int]], list[bool]]:
-        """Prompt ids and whether each was truncated; score mode insists on candidates."""
+        """Prompt ids and whether each was truncated; score mode insists on candidates. Each prompt leaves
+        ``answer_room`` of the model's context free for its answer tokens."""
         if with_candidates:
             empty = [i for i, obs in enumerate(observations) if not obs.candidates]
             if empty:
@@ -567,12 +582,29 @@ class CausalLMStudent:
                     f"score mode needs candidates, but observations {empty[:5]} have none; "
                     "use mode='generate' for environments without candidate actions"
                 )
-        limit = self.config.max_prompt_tokens
         built = [
-            build_prompt_ids(self.tokenizer, env, obs.text, obs.candidates if with_candidates else (), limit)
-            for obs, env in zip(observations, environments)
+            self._prompt_ids(env, obs.text, obs.candidates if with_candidates else (), room)
+            for obs, env, room in zip(observations, environments, answer_room, strict=True)
         ]
         return [ids for ids, _ in built], [cut for _, cut in built]
+
+    def _prompt_ids(
+        self, environment: str, text: str, candidates: Sequence[str], answer_tokens: int
+    ) -> tuple[list[int], bool]:
+        """One prompt, within ``max_prompt_tokens`` and within what the model's context leaves beside an
+        answer of ``answer_tokens`` (a longer sequence would index past a learned position table)."""
+        limit = self.config.max_prompt_tokens
+        if self.context is None or self.context - answer_tokens >= limit:
+            return build_prompt_ids(self.tokenizer, environment, text, candidates, limit)
+        try:
+            room_left = self.context - answer_tokens
+            return build_prompt_ids(self.tokenizer, environment, text, candidates, room_left)
+        except PolicyError as exc:
+            raise PolicyError(
+                f"{exc} (the limit here is the model's context of {self.context} positions, "
+                f"max_position_embeddings, less {answer_tokens} answer tokens: lower max_new_tokens or "
+                "env.max_candidates, or use a model with a longer context)"
+            ) from exc
 
     def _answer_ids(self, text: str) -> list[int]:
         """Tokens of an answer as the model would end it: the text, then EOS."""
@@ -582,11 +614,13 @@ class CausalLMStudent:
         self, observations: Sequence[Observation], environments: Sequence[str]
     ) -> _CandidateTable:
         """Score every candidate answer of every observation and gather them into (B, C) logits."""
-        prompts, truncated = self._prompts(observations, environments, with_candidates=True)
+        answers = [[self._answer_ids(candidate_response(c)) for c in obs.candidates] for obs in observations]
+        room = [max((len(a) for a in row), default=0) for row in answers]
+        prompts, truncated = self._prompts(observations, environments, True, answer_room=room)
         rows, first_row = [], []
-        for prompt, obs in zip(prompts, observations):
+        for prompt, row in zip(prompts, answers, strict=True):
             first_row.append(len(rows))
-            rows.extend((prompt, self._answer_ids(candidate_response(c))) for c in obs.candidates)
+            rows.extend((prompt, answer) for answer in row)
         scores = self._score_rows(rows)
         totals = scores.token_logprobs.sum(-1)  # (N,) summed answer log-probs
         if self.config.length_normalize:
