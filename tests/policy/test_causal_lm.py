@@ -12,7 +12,7 @@ import torch
 from transformers import AutoTokenizer
 
 from aios_rl.contracts.episode import DecodingRegime, Observation
-from aios_rl.contracts.errors import PolicyError
+from aios_rl.contracts.errors import ConfigError, PolicyError
 from aios_rl.policy.base import Policy
 from aios_rl.policy.causal_lm import CausalLMStudent, CausalLMStudentConfig, sampling_logprobs
 from aios_rl.policy.lm_prompt import (
@@ -467,3 +467,18 @@ def test_a_long_observation_fits_the_models_context(short_context_dir: Path) -> 
     # a distillation target longer than max_new_tokens still fits beside its prompt
     target = '{"action": "patch", "path": "stats.py", "old": "range(n - 1)", "new": "range(n)"}' * 2
     assert writer.evaluate([Observation(text=long)], [ENV], [target]).token_mask.sum() > 8
+
+
+def test_half_precision_trains_lora_adapters_only(model_dir: Path) -> None:
+    # Adam's eps (1e-8) is 0 in float16, so a full float16 model's first step divided 0 by 0 wherever a
+    # gradient was 0 (every unused embedding row): the weights turned NaN, and the next act() failed.
+    with pytest.raises(ConfigError, match="float16"):
+        CausalLMStudentConfig(model_path=str(model_dir), dtype="float16")
+    for config in ({"dtype": "float16", "lora": True}, {"dtype": "bfloat16"}):
+        s = student(model_dir, **config)
+        optimizer = torch.optim.Adam(s.parameters(), lr=1e-2)  # as the Trainer steps
+        ev = s.evaluate(OBSERVATIONS, [ENV] * 3, ["stop"] * 3)
+        (-ev.logprobs.sum() + ev.values.pow(2).sum()).backward()
+        optimizer.step()
+        assert all(bool(p.isfinite().all()) for p in s.parameters())
+        s.act(OBSERVATIONS, [ENV] * 3, DecodingRegime(), torch.Generator().manual_seed(0))

@@ -39,13 +39,13 @@ from typing import Any, Literal
 
 import torch
 from huggingface_hub import snapshot_download
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Observation
-from aios_rl.contracts.errors import PolicyError
+from aios_rl.contracts.errors import ConfigError, PolicyError
 from aios_rl.policy.base import ActionSample, Evaluation
 from aios_rl.policy.lm_prompt import build_prompt_ids, candidate_response, is_json_action
 from aios_rl.policy.sampling import draw_indices
@@ -90,7 +90,9 @@ class CausalLMStudentConfig(ConfigModel):
         "(every Linear but the LM head).",
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        default="float32", description="Weights dtype of the language model (the value head stays float32)."
+        default="float32",
+        description="Weights dtype of the language model (the value head stays float32); float16 only with "
+        "lora (the adapters train in float32).",
     )
     device: str = Field(
         default="cpu",
@@ -107,6 +109,17 @@ class CausalLMStudentConfig(ConfigModel):
         "below this.",
     )
     seed: int = Field(default=0, description="Seed of the LoRA adapter initialisation.")
+
+    @model_validator(mode="after")
+    def _trainable_dtype(self) -> CausalLMStudentConfig:
+        # Adam's eps (1e-8) rounds to 0 in float16: a zero gradient (an unused embedding row) gives 0 / 0.
+        if self.dtype == "float16" and not self.lora:
+            raise ConfigError(
+                "dtype float16 cannot train the full model: Adam's update turns float16 weights into NaN "
+                "(its eps of 1e-8 is 0 in float16); use dtype bfloat16 or float32, or lora: true (the "
+                "adapters train in float32 over the float16 model)"
+            )
+        return self
 
 
 @dataclass(frozen=True)
