@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
-from aios_rl.contracts.errors import ConfigError, StorageError
+from aios_rl.contracts.errors import ConfigError, PolicyError, StorageError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -159,3 +159,21 @@ def test_student_settings_that_differ_from_the_start_checkpoint_are_refused(
         same = ShellTrainConfig.model_validate({"epochs": 1, "student": student,
                                                 "init_from": str(tmp_path / "lm")})
         ShellTraining(tmp_path / name, tasks, same).close()
+
+
+def test_student_settings_that_cannot_build_a_student_fail_before_the_run_exists(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    # A forgotten --model or a misspelt student.causal_lm key used to fail after the run directory had
+    # stored the configuration, so the corrected command was refused ("trained with a different
+    # configuration") although nothing had been trained.
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    lm = {"kind": "causal-lm", "model_path": str(model_dir), "causal_lm": {"max_prompt_tokens": 1536}}
+    for student, needle in (({"kind": "causal-lm"}, "needs --model"),
+                            (lm | {"causal_lm": {"max_prompt_token": 1536}}, "max_prompt_token"),
+                            (lm | {"model_path": str(tmp_path / "no-model")}, "neither a local directory")):
+        with pytest.raises((ConfigError, PolicyError), match=needle):
+            ShellTraining(run, tasks, ShellTrainConfig.model_validate({"epochs": 1, "student": student}))
+        assert not run.exists()
+    ShellTraining(run, tasks, ShellTrainConfig.model_validate({"epochs": 1, "student": lm})).close()

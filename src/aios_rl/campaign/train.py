@@ -285,13 +285,16 @@ class ShellTraining:
             raise ConfigError(f"student.model_path ({config.student.model_path}) is for the causal-lm "
                               f"student, but this run trains a {config.student.kind} one; set student.kind: "
                               "causal-lm")
-        # A bad --init-from, teacher name, student or validation set fails before the run directory exists, so
-        # fixing it does not need a new --run.
+        # A bad --init-from, teacher name, validation set or student setting (no --model, an unknown
+        # student.causal_lm key, a model that does not load) fails before the run directory exists, so
+        # fixing it needs no new --run.
         if new_run:
             checked_backends(config.teacher)
             if not config.init_from:
-                check_student(config.student, seed=config.seed)
-        start = load_student_from(config.init_from, config.student.kind) if new_run and config.init_from else None
+                check_student(config.student, seed=config.seed)  # at once; the student is built below
+        start: tuple[Policy, str | None] | None = None
+        if new_run and config.init_from:
+            start = load_student_from(config.init_from, config.student.kind)
         conflicts = start_conflicts(config.student, start[0].config_dict()) if start is not None else []
         if start is not None and conflicts:
             raise ConfigError(f"init_from: this run starts from the student in {start[1]} and keeps its "
@@ -301,8 +304,10 @@ class ShellTraining:
         train_tasks = load_train_tasks(tasks_dir)
         # A new run stores ``config`` as given, so this split is the run's own.
         split = validation_split(config.validation, train_tasks, config.seed) if new_run else None
-        if split is not None and start is not None:
+        if split is not None and start is not None and start[1] is not None:
             _check_start(start[1], split[1])
+        if new_run and start is None:  # the fresh student, built (and so checked) before the store exists
+            start = (make_student(config.student, seed=config.seed), None)
         self.plane = ControlPlane(run_dir, config.control if new_run else None)
         try:
             self.config = resolve_stored_config(self.plane, config)
@@ -355,7 +360,7 @@ class ShellTraining:
         tensors, meta = self.plane.load_checkpoint(self.plane.resolve_checkpoint(checkpoint))
         return restore_student(meta["policy"], tensors)
 
-    def _student(self, start: tuple[Policy, str] | None) -> tuple[Policy, Trainer]:
+    def _student(self, start: tuple[Policy, str | None] | None) -> tuple[Policy, Trainer]:
         lineage = self.plane.state.lineage
         if lineage.active is None:
             if start is None and self.config.init_from:  # a first start that failed after creating the store
