@@ -86,6 +86,24 @@ def test_a_start_refused_for_its_teacher_can_be_retried_with_another(tmp_path: P
         campaign.close()
 
 
+def test_a_start_refused_for_its_student_can_be_retried_with_another(tmp_path: Path) -> None:
+    # A campaign's student used to be built only when it ran, after the campaign was committed, so a
+    # causal-lm student without a model (or a misspelt student setting) left a campaign that could
+    # neither start again ("already holds a campaign") nor resume with the corrected --config.
+    from aios_rl.campaign.students import StudentConfig
+
+    make_task(tmp_path)
+    run = tmp_path / "run"
+    for student in (StudentConfig(kind="causal-lm"), StudentConfig(compact={"bukets": 8})):
+        with pytest.raises(AiosRlError, match="needs --model|student.compact.bukets"):
+            OnlineCampaign(run, tmp_path / "tasks", CampaignConfig(teacher="none", student=student))
+    campaign = OnlineCampaign(run, tmp_path / "tasks", CampaignConfig(teacher="none"))
+    try:
+        assert campaign.config.student.kind == "compact"
+    finally:
+        campaign.close()
+
+
 @pytest.mark.parametrize("where", ["complete_update", "append_metrics"])
 def test_an_update_killed_before_its_metrics_line_writes_it_once_on_resume(
     tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]], where: str

@@ -140,9 +140,15 @@ class OnlineCampaign:
                 self.run_dir,
             )
             self.sandbox = Sandbox(self.config.env.sandbox)
+            # A new campaign's student, built now so that settings which cannot build one (no --model, an
+            # unknown student key) are refused before the commit below; run() trains it.
+            self._fresh: Policy | None = None
+            if meta is not None:
+                self._fresh = make_student(self.config.student, seed=self.config.seed)
             if meta is not None:
                 # One meta commit makes the campaign, once everything it runs with could be built: a start
-                # refused before it (a bad teacher or sandbox setting) leaves a store a corrected one redoes.
+                # refused before it (a bad teacher, sandbox or student setting) leaves a store a corrected
+                # one redoes.
                 self.plane.store.set_meta(TASKS_DIR_KEY, meta["tasks_dir"])
                 self.plane.store.set_meta(CAMPAIGN_KEY, meta)
         except BaseException:
@@ -244,7 +250,8 @@ class OnlineCampaign:
         if roots:  # registered before a kill, not yet initialised
             self.plane.initialize(roots[0])
             return
-        trainer = Trainer(make_student(self.config.student, seed=self.config.seed), self.config.trainer)
+        student, self._fresh = self._fresh or make_student(self.config.student, seed=self.config.seed), None
+        trainer = Trainer(student, self.config.trainer)
         label = "initial"
         if teacher_backends(self.config.teacher)[:1] == ["oracle"] and self.config.warm_start_epochs:
             demonstrations, _ = oracle_warm_start(
