@@ -11,6 +11,7 @@ import pytest
 from aios_rl.contracts.errors import ContractError
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.pytest_output import is_pytest, parse_pytest
+from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import ShellTaskManifest, load_tasks, read_manifest, write_task
 from aios_rl.envs.shell.validation import (
     PYTEST_COMMAND,
@@ -285,3 +286,20 @@ def test_parse_pytest_keeps_a_parametrised_id_holding_a_dash_whole() -> None:
     long_id = "test_w.py::test_w[g] - " + "h" * 80 + "]"  # its header is too long for more than one "_"
     errored = parse_pytest(f"_ ERROR at setup of {long_id[11:]} _\nERROR {long_id}\n1 error in 0.1s\n", 1)
     assert errored.failing == (long_id,)
+
+
+def test_a_suite_whose_summary_passes_the_output_cap_is_judged_by_its_report(tmp_path: Path) -> None:
+    # 400 failing ids with long names make a short summary of about 50 KiB: an 8 KiB cap keeps its last
+    # 4 KiB only, so test_add's FAILED line (the first) never reaches the host. The report file names it.
+    many = TESTS + (
+        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(400))\n"
+        "def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert add(i, 1) == i + 1\n"
+    )
+    small = Sandbox(validation_sandbox().config.model_copy(update={"output_cap_bytes": 8192}))
+    task = make_task(tmp_path, "large", BUGGY, unified_diff(BUGGY, GOOD, "calc.py"), target_tests=[ADD_ID],
+                     tests=many)
+    check = check_task(task, small)
+    assert check.verdict == "valid", check.reason
+    assert check.given is not None and check.given.output_truncated
+    assert len(check.failing_tests) == 401 and check.failing_tests[0] == ADD_ID
+    assert check.passing_tests == check.failing_tests

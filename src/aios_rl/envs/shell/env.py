@@ -52,9 +52,7 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import shutil
-import stat
 import time
 import weakref
 from collections.abc import Callable
@@ -81,15 +79,14 @@ from aios_rl.envs.shell.candidates import (
 from aios_rl.envs.shell.mutate import apply_unified_diff
 from aios_rl.envs.shell.patches import apply_edit, edited_lines
 from aios_rl.envs.shell.pytest_output import (
-    REPORT_PREFIX,
     RunReport,
     SuiteRun,
     display_output,
     exit_code_run,
     is_pytest,
-    parse_pytest,
-    parse_report,
-    reported_run,
+    judged_run,
+    new_report_name,
+    read_report,
     reporter_argv,
     reporting_argv,
     summary_text,
@@ -105,6 +102,7 @@ from aios_rl.envs.shell.workspace import (
     new_workdir,
     python_sources,
     read_tree,
+    take_file,
     tree_bytes,
     with_restored,
     write_tree,
@@ -527,10 +525,8 @@ class ShellBugfixEnv:
         result, report, files = self._memo_run(reporting_argv(command), timeout, fresh=fresh, cap=cap,
                                                report_of=command)
         raw = result.stdout + result.stderr
-        if report is not None and not result.timed_out:  # pytest's own record of every test: exact
-            run = reported_run(report, raw)
-        elif is_pytest(spec.test_command):  # no report (pytest did not return, or another form of command)
-            run = parse_pytest(raw, result.returncode, timed_out=result.timed_out)
+        if is_pytest(spec.test_command):  # from its report, else (no report) from its text
+            run = judged_run(report, raw, result.returncode, timed_out=result.timed_out)
         else:
             run = exit_code_run(spec.test_command, result.returncode, timed_out=result.timed_out)
         output = display_output(raw)
@@ -557,16 +553,11 @@ class ShellBugfixEnv:
         known = None if fresh else memo.get(key, timeout_s)
         if known is not None:
             return *known, before
-        name = f"{REPORT_PREFIX}{secrets.token_hex(16)}.json"  # new per run: no file planted earlier is taken
+        name = new_report_name()
         command = reporter_argv(report_of, name)
         take = name if command is not None else None
         result, text = self._sandbox_run(command or argv, timeout_s, before, cap, take=take)
-        report = None
-        if text is not None:
-            try:
-                report = parse_report(text)
-            except EnvError as exc:
-                logger.debug("no test report for %s: %s", argv[:3], exc)
+        report = read_report(text)
         after = read_tree(self._repo)
         small = len(result.stdout) + len(result.stderr) + len(text or "") <= MAX_OUTPUT_BYTES  # chars ~ bytes
         if not result.timed_out and after == before and small:
@@ -585,7 +576,7 @@ class ShellBugfixEnv:
         before = read_tree(self._repo) if before is None else before
         start_size = tree_bytes(self._repo)
         result = self._box().run(argv, self._repo, timeout_s=timeout_s, output_cap_bytes=cap)
-        taken = _take(self._repo / take) if take is not None else None
+        taken = take_file(self._repo / take) if take is not None else None
         size = tree_bytes(self._repo)
         if size > self.config.max_copy_bytes and size > start_size:  # this command grew it past the cap
             write_tree(self._repo, before)
@@ -701,24 +692,6 @@ def _info(kind: str, *, error: str = "", invalid: bool = False) -> dict[str, Any
 def _tail(text: str, cap: int) -> str:
     """The last ``cap`` characters of ``text``, marked when cut (the most recent output matters most)."""
     return text if len(text) <= cap else f"[... {len(text) - cap} earlier characters cut]\n" + text[-cap:]
-
-
-def _take(path: Path) -> str | None:
-    """The text of the regular file ``path``, which is then removed; None when there is none. Links are
-    never followed (the file comes from inside the sandbox) and a name that is something else is left."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            data = fh.read()
-        path.unlink()
-    except OSError:
-        return None
-    return data.decode("utf-8", errors="replace")
 
 
 def _scrub(message: str, repo: Path) -> str:

@@ -20,13 +20,17 @@ recomputed from a stored episode.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 from aios_rl.contracts.errors import EnvError
+
+logger = logging.getLogger(__name__)
 
 PYTEST_REPORT_ARGS: tuple[str, ...] = ("-rA", "--tb=short", "-p", "no:cacheprovider")
 
@@ -159,16 +163,25 @@ def reporting_argv(argv: Sequence[str]) -> list[str]:
     return [*argv, *PYTEST_REPORT_ARGS] if is_pytest(argv) else list(argv)
 
 
-def reporter_argv(argv: Sequence[str], report: str) -> list[str] | None:
-    """The :data:`REPORTER` form of a ``python -m pytest ...`` test command (report flags appended), writing
-    its report to ``report`` (a file name in the working copy's root), or None for any other command.
+def reporter_argv(
+    argv: Sequence[str], report: str, *, extra: Sequence[str] = PYTEST_REPORT_ARGS
+) -> list[str] | None:
+    """The :data:`REPORTER` form of a ``python -m pytest ...`` test command (``extra`` appended: the report
+    flags, or none for task validation, which runs the command as given), writing its report to ``report``
+    (a file name in the working copy's root), or None for any other command.
 
     Only that form: ``python -c`` puts the working copy first on ``sys.path`` as ``python -m`` does, while a
     ``pytest`` script would not, so rewriting one could change what the tests import.
     """
     if len(argv) < 3 or not _PYTHON.match(PurePosixPath(argv[0]).name) or list(argv[1:3]) != ["-m", "pytest"]:
         return None
-    return [argv[0], "-c", REPORTER, report, *argv[3:], *PYTEST_REPORT_ARGS]
+    return [argv[0], "-c", REPORTER, report, *argv[3:], *extra]
+
+
+def new_report_name() -> str:
+    """A report file name for one run: :data:`REPORT_PREFIX` and a new random token, so that no file left
+    in the working copy beforehand is taken for the run's report."""
+    return f"{REPORT_PREFIX}{secrets.token_hex(16)}.json"
 
 
 @dataclass(frozen=True)
@@ -197,6 +210,28 @@ def parse_report(text: str) -> RunReport:
     except (ValueError, TypeError, KeyError, RecursionError) as exc:  # json's errors are ValueErrors
         raise EnvError(f"test report is malformed: {str(exc)[:200]}") from exc
     return RunReport(outcomes, status)
+
+
+def read_report(text: str | None) -> RunReport | None:
+    """The report in ``text`` (the report file's, None when the run wrote none), or None when it is
+    malformed (then the run is judged from its text)."""
+    if text is None:
+        return None
+    try:
+        return parse_report(text)
+    except EnvError as exc:
+        logger.debug("no test report: %s", exc)
+        return None
+
+
+def judged_run(
+    report: RunReport | None, output: str, returncode: int, *, timed_out: bool = False
+) -> SuiteRun:
+    """A pytest run as the environment and task validation judge it: from its report when it wrote one and
+    finished in time (:func:`reported_run`), else from its text (:func:`parse_pytest`)."""
+    if report is not None and not timed_out:  # pytest's own record of every test: exact
+        return reported_run(report, output)
+    return parse_pytest(output, returncode, timed_out=timed_out)
 
 
 def reported_run(report: RunReport, output: str, *, timed_out: bool = False) -> SuiteRun:

@@ -30,9 +30,16 @@ from aios_rl.contracts.errors import ContractError, EnvError
 from aios_rl.envs.shell.candidates import judge_file
 from aios_rl.envs.shell.mutate import apply_unified_diff
 from aios_rl.envs.shell.patches import diff_paths, without_files
-from aios_rl.envs.shell.pytest_output import is_pytest, parse_pytest
+from aios_rl.envs.shell.pytest_output import (
+    is_pytest,
+    judged_run,
+    new_report_name,
+    read_report,
+    reporter_argv,
+)
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.task import IGNORED_IN_COPIES, MANIFEST, REPO, ShellTaskManifest, read_manifest
+from aios_rl.envs.shell.workspace import take_file
 
 logger = logging.getLogger(__name__)
 
@@ -56,17 +63,19 @@ class SuiteRun(Record):
         returncode: exit status of the command (-9 when the wall timeout killed it).
         timed_out: the wall timeout ended the run.
         limit_hit: the sandbox limit that ended the run (``"timeout"``, ``"cpu"``, ``"file_size"``) or None.
-        failed: node ids reported ``FAILED`` or ``ERROR``, in output order (empty for non-pytest output).
+        failed: node ids reported ``FAILED`` or ``ERROR`` (empty for non-pytest output): from the run's
+            report for a ``python -m pytest ...`` command (errors, then failures), else from the output.
         counts: the summary line's counts, e.g. ``{"failed": 1, "passed": 26}`` (``errors`` counted as
             ``error``); empty if there is none.
-        output_truncated: stdout or stderr was longer than the cap, so ids or counts may be missing.
+        output_truncated: stdout or stderr was longer than the cap, so ids (when there is no report) or
+            counts may be missing.
         duration_s: wall time of the sandboxed run.
         tail: the last lines of output, for error messages.
     """
 
     returncode: int = Field(description="Exit status (-9 when killed at the wall timeout).")
     timed_out: bool = Field(description="The wall timeout ended the run.")
-    failed: list[str] = Field(default_factory=list, description="FAILED/ERROR node ids in output order.")
+    failed: list[str] = Field(default_factory=list, description="FAILED/ERROR node ids.")
     counts: dict[str, int] = Field(default_factory=dict, description="Counts from pytest's summary line.")
     limit_hit: str | None = Field(default=None, description="Sandbox limit that ended the run, if any.")
     output_truncated: bool = Field(default=False, description="Output exceeded the cap.")
@@ -161,11 +170,17 @@ def run_suite(
             (copy / rel).write_text(text, encoding="utf-8")
         if patch is not None:
             apply_unified_diff(copy, patch)
-        result = sandbox.run(list(test_command), copy, timeout_s=timeout_s)
+        # A python -m pytest command runs through the reporter, as the environment runs it (without its
+        # report flags): its report names every failing test, however much of the output the cap kept.
+        name = new_report_name()
+        command = reporter_argv(test_command, name, extra=())
+        result = sandbox.run(command or list(test_command), copy, timeout_s=timeout_s)
+        report = read_report(take_file(copy / name)) if command is not None else None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     output = result.stdout + "\n" + result.stderr
-    parsed = parse_pytest(result.stdout, result.returncode)  # pytest's default summary lists the failures
+    # without a report, pytest's default summary (in the text) lists the failures
+    parsed = judged_run(report, result.stdout, result.returncode, timed_out=result.timed_out)
     return SuiteRun(
         returncode=result.returncode,
         timed_out=result.timed_out,

@@ -117,6 +117,24 @@ def inside(repo: Path, path: str) -> Path | None:
     return target if target.is_relative_to(repo.resolve()) else None
 
 
+def take_file(path: Path) -> str | None:
+    """The text of the regular file ``path``, which is then removed; None when there is none. Links are
+    never followed (the file comes from inside the sandbox) and a name that is something else is left."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            data = fh.read()
+        path.unlink()
+    except OSError:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
 WORKDIR_PREFIX = "aios-rl-shell-"
 STALE_AFTER_S = 300.0
 _swept_roots: set[Path] = set()
