@@ -130,3 +130,25 @@ def test_every_reset_of_a_task_starts_from_the_same_files_when_the_traced_run_wr
         finally:
             env.close()
     assert logs[0] == logs[1]
+
+
+def _fix_suspicion(env: ShellBugfixEnv, task) -> float:
+    obs = env.reset(task, seed=0)
+    feats = dict(zip(obs.candidates, obs.candidate_features, strict=True))
+    return feats["patch\n" + unified_diff(CALC, FIXED, "calc.py")]["line_suspicion"]
+
+
+def test_a_spectrum_bigger_than_the_copy_cap_leaves_is_still_read(tmp_path: Path, sandbox: Sandbox) -> None:
+    # 400 traced tests make a spectrum of about 60 KB, more than the room the 40 KB copy cap leaves: the
+    # spectrum is the environment's file, read before the size check undoes what the run left in the copy.
+    many = TESTS + (
+        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(400))\n"
+        "def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert clamp(i, 0, 3) <= 3\n"
+    )
+    task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": many})
+    env = ShellBugfixEnv(ShellEnvConfig(max_copy_bytes=40_000), sandbox=sandbox)
+    try:
+        assert _fix_suspicion(env, task) == pytest.approx(1.0)
+        assert not list(env._repo.rglob(".aios-line-spectrum.json"))
+    finally:
+        env.close()

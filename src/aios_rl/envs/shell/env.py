@@ -487,15 +487,13 @@ class ShellBugfixEnv:
         known = memo.get(key, timeout)
         if known is not None:
             return known[0], files
-        result, _ = self._sandbox_run(argv, timeout)
-        out = self._repo / SPECTRUM_FILE
+        # taken (and removed) before the size check: the spectrum is the environment's file, not the suite's
+        result, text = self._sandbox_run(argv, timeout, take=SPECTRUM_FILE)
         try:
-            spectrum = None if result.timed_out else parse_spectrum(out.read_text(encoding="utf-8"))
-        except (OSError, EnvError) as exc:
+            spectrum = None if result.timed_out or text is None else parse_spectrum(text)
+        except EnvError as exc:
             logger.debug("no line spectrum for %s: %s", spec.task_id, exc)
             spectrum = None
-        finally:
-            out.unlink(missing_ok=True)
         after = read_tree(self._repo)
         if not result.timed_out and after == files:  # a run that wrote files is not repeated by a recall
             memo.put(key, (spectrum,), result.duration_s)
