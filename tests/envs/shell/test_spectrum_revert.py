@@ -138,6 +138,24 @@ def _fix_suspicion(env: ShellBugfixEnv, task) -> float:
     return feats["patch\n" + unified_diff(CALC, FIXED, "calc.py")]["line_suspicion"]
 
 
+def test_a_test_that_changes_directory_is_traced_as_it_runs(tmp_path: Path, sandbox: Sandbox) -> None:
+    # The first test moves into tests/ and stays there (until pytest returns); the next ones import calc
+    # when they run. Under python -m pytest the copy's root is on sys.path by its absolute name, so they
+    # find it; the traced run must too, or it traces failures the real run does not have.
+    leaves = "import os\n\n\ndef test_a_moves_away():\n    os.chdir('tests')\n"
+    lazy = TESTS.replace("from calc import add, clamp\n", "").replace(
+        "():\n", "():\n    from calc import add, clamp\n\n")
+    task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_a.py": leaves, "tests/test_calc.py": lazy})
+    env = ShellBugfixEnv(sandbox=sandbox)
+    try:
+        assert "Tests: 2 passed, 2 failed" in env.reset(task, seed=0).text
+        assert _fix_suspicion(env, task) == pytest.approx(1.0)
+        assert env._state is not None and env._state.spectrum is not None
+        assert env._state.spectrum.failed_total == 2
+    finally:
+        env.close()
+
+
 def test_a_spectrum_bigger_than_the_copy_cap_leaves_is_still_read(tmp_path: Path, sandbox: Sandbox) -> None:
     # 400 traced tests make a spectrum of about 60 KB, more than the room the 40 KB copy cap leaves: the
     # spectrum is the environment's file, read before the size check undoes what the run left in the copy.

@@ -24,9 +24,12 @@ from aios_rl.contracts.errors import EnvError
 
 SPECTRUM_FILE = ".aios-line-spectrum.json"
 
-# Run as ``python -c TRACER <pytest args>`` in the working copy; only the standard library and pytest.
+# Run as ``python -c TRACER <pytest args>`` in the working copy; only the standard library and pytest. Like
+# ``python -m pytest`` it puts the working copy on sys.path by its absolute name (``-c`` puts "", the current
+# directory whatever it is then, so a test that changed directory would make later imports fail).
 TRACER = f"""
 import json, os, sys
+sys.path[0] = os.getcwd()
 import pytest
 ROOT = os.getcwd() + os.sep
 class _Spectrum:
