@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell import generator as generator_module
 from aios_rl.envs.shell import task_set
 from aios_rl.envs.shell.generator import (
     NON_INVERTIBLE_EVERY,
@@ -431,4 +432,47 @@ def test_a_generation_killed_while_writing_leaves_no_partial_task_set(
                                  force=force)  # the next run is not refused, and replaces what was left
     assert summary.generated == 3 and summary.out == str(out)
     assert len([p for p in out.iterdir() if p.is_dir()]) == 3 and (out / SUMMARY_FILE).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "proj"]  # nothing left beside it
+
+
+
+@pytest.mark.parametrize("kill_at", [1, 2, 3])
+def test_a_force_generation_killed_while_replacing_the_old_set_leaves_no_part_of_it(
+    tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch, kill_at: int
+) -> None:
+    # --force cleared the previous set entry by entry before the rename: a kill in between left some of its
+    # tasks (and here its benchmark.json, which sorts after them) as if they were the whole set.
+    repo = tmp_path / "proj"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    out = tmp_path / "out"
+    old = ["aio-1", "aio-2", "aio-3"]
+    for name in old:
+        (out / name).mkdir(parents=True)
+        (out / name / "manifest.json").write_text("{}")
+    (out / SUMMARY_FILE).write_text("{}")
+    publishing, changes = [], []
+
+    def dying(real):
+        def call(*args, **kwargs):
+            if publishing:
+                changes.append(args[0])
+                if len(changes) == kill_at:
+                    raise KeyboardInterrupt  # killed at this change of the file system
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(task_set.shutil, "rmtree", dying(task_set.shutil.rmtree))
+    monkeypatch.setattr(task_set.os, "replace", dying(task_set.os.replace))
+    publish = generator_module.publish_task_set
+    monkeypatch.setattr(generator_module, "publish_task_set",
+                        lambda *args: (publishing.append(True), publish(*args)))
+    with pytest.raises(KeyboardInterrupt):
+        generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=2), sandbox=sandbox,
+                           force=True)
+    monkeypatch.undo()
+    left = sorted(p.name for p in out.iterdir() if p.is_dir()) if out.exists() else []
+    assert left in ([], old) or not set(left) & set(old), f"part of the old set is left: {left}"
+    generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=2), sandbox=sandbox, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "proj"]  # nothing left beside it

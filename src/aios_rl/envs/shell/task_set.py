@@ -146,26 +146,37 @@ def prepare_out_dir(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def _beside(out: Path, role: str) -> Path:
+    real = out.resolve()  # a symlinked --out: the set goes where the link points, the link stays
+    return real.parent / f".{real.name}.tmp-{role}"
+
+
 def staging_dir(out: Path) -> Path:
     """The directory beside ``out`` where its task set is built before :func:`publish_task_set` renames it
     into place, so a generation killed while writing never leaves a partial set in ``out`` (where the
     loaders would take it for a whole one). What a killed generation left there is removed."""
-    real = out.resolve()  # a symlinked --out: the set goes where the link points, the link stays
-    staging = real.parent / f".{real.name}.tmp-generating"
-    if staging.exists():
-        shutil.rmtree(staging)
+    staging = _beside(out, "generating")
+    for leftover in (staging, _beside(out, "replaced")):
+        if leftover.exists():
+            shutil.rmtree(leftover)
     return staging
 
 
 def publish_task_set(staging: Path, out: Path, force: bool) -> None:
     """Replaces ``out``'s task set (a previous one only with ``force``) with the complete one in
-    ``staging``: cleared, then one rename (onto the empty directory).
+    ``staging``: the previous set is renamed aside whole, then ``staging`` renamed onto ``out``, then the
+    previous set removed; a kill at any point leaves ``out`` holding a whole set or none.
 
     Raises:
         EnvError: ``out`` is not empty (without ``force``), or holds something other than tasks.
     """
-    prepare_out_dir(out, force)
-    os.replace(staging, out.resolve())
+    real = out.resolve()
+    replaced = _beside(out, "replaced")
+    if check_out_dir(out, force):  # not entry by entry: a kill half-way would leave part of the old set
+        os.replace(real, replaced)
+    os.replace(staging, real)
+    if replaced.exists():
+        shutil.rmtree(replaced)
 
 
 def write_tasks(
