@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -476,3 +477,34 @@ def test_a_force_generation_killed_while_replacing_the_old_set_leaves_no_part_of
     assert left in ([], old) or not set(left) & set(old), f"part of the old set is left: {left}"
     generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=2), sandbox=sandbox, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "proj"]  # nothing left beside it
+
+
+def test_tasks_into_a_mount_point_are_written_inside_it(
+    tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A container's volume (docker run -v ...:/tasks, --out /tasks) is a mount point: renaming a directory
+    # onto it or away from it fails with EBUSY, so the set built beside it could not be put in place (an
+    # OSError traceback after the whole mining). As the kernel does (a real tmpfs mount behaves the same):
+    repo = tmp_path / "proj"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    out = tmp_path / "volume"
+    out.mkdir()
+    real_ismount, real_replace = os.path.ismount, os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if out.resolve() in (Path(src).resolve(), Path(dst).resolve()):
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(task_set.os.path, "ismount", lambda p: Path(p) == out.resolve() or real_ismount(p))
+    monkeypatch.setattr(task_set.os, "replace", replace)
+    for force in (False, True, True):
+        summary = generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=2),
+                                     sandbox=sandbox, force=force)
+        assert summary.generated == 2 and (out / SUMMARY_FILE).is_file()
+        assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+        assert len([p for p in out.iterdir() if (p / "manifest.json").is_file()]) == 2
+        (out / ".tmp-generating" / "t").mkdir(parents=True)  # what a killed generation leaves in it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["proj", "volume"]

@@ -124,7 +124,8 @@ def check_out_dir(out: Path, force: bool) -> list[Path]:
     """
     if out.exists() and not out.is_dir():
         raise EnvError(f"{out} exists and is not a directory; choose a new --out")
-    entries = sorted(out.iterdir()) if out.is_dir() else []
+    # the staging directory inside a mount point (see staging_dir) is the generation's, not a task set
+    entries = sorted(e for e in out.iterdir() if e.name != _STAGING_INSIDE) if out.is_dir() else []
     if entries and not force:
         raise EnvError(f"{out} is not empty; choose a new --out, or pass --force to replace its task set")
     for entry in entries:
@@ -146,6 +147,9 @@ def prepare_out_dir(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+_STAGING_INSIDE = ".tmp-generating"
+
+
 def _beside(out: Path, role: str) -> Path:
     real = out.resolve()  # a symlinked --out: the set goes where the link points, the link stays
     return real.parent / f".{real.name}.tmp-{role}"
@@ -154,8 +158,12 @@ def _beside(out: Path, role: str) -> Path:
 def staging_dir(out: Path) -> Path:
     """The directory beside ``out`` where its task set is built before :func:`publish_task_set` renames it
     into place, so a generation killed while writing never leaves a partial set in ``out`` (where the
-    loaders would take it for a whole one). What a killed generation left there is removed."""
-    staging = _beside(out, "generating")
+    loaders would take it for a whole one). What a killed generation left there is removed.
+
+    An ``out`` that is a mount point (a container's volume) can be neither renamed nor renamed onto: its set
+    is built in ``out/.tmp-generating`` (hidden from the loaders) and moved in entry by entry."""
+    real = out.resolve()
+    staging = real / _STAGING_INSIDE if os.path.ismount(real) else _beside(out, "generating")
     for leftover in (staging, _beside(out, "replaced")):
         if leftover.exists():
             shutil.rmtree(leftover)
@@ -171,6 +179,13 @@ def publish_task_set(staging: Path, out: Path, force: bool) -> None:
         EnvError: ``out`` is not empty (without ``force``), or holds something other than tasks.
     """
     real = out.resolve()
+    if staging.parent == real:  # a mount point (staging_dir): replaced entry by entry, benchmark.json last
+        for entry in check_out_dir(out, force):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        for entry in sorted(staging.iterdir(), key=lambda e: e.name == SUMMARY_FILE):
+            os.replace(entry, real / entry.name)
+        staging.rmdir()
+        return
     replaced = _beside(out, "replaced")
     if check_out_dir(out, force):  # not entry by entry: a kill half-way would leave part of the old set
         os.replace(real, replaced)
