@@ -508,3 +508,35 @@ def test_tasks_into_a_mount_point_are_written_inside_it(
         assert len([p for p in out.iterdir() if (p / "manifest.json").is_file()]) == 2
         (out / ".tmp-generating" / "t").mkdir(parents=True)  # what a killed generation leaves in it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["proj", "volume"]
+
+
+def test_tasks_into_a_directory_whose_parent_is_not_writable_are_written_inside_it(
+    tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --out /srv/tasks, the user's own, in a /srv they cannot write: the set cannot be built beside it (a
+    # PermissionError after the whole mining), so it is built inside it, as for a mount point. Root may
+    # write anywhere, so the parent's permission is what os.access answers here.
+    repo = tmp_path / "proj"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    parent = tmp_path / "srv"
+    out = parent / "tasks"
+    out.mkdir(parents=True)
+    real_access = os.access
+    monkeypatch.setattr(task_set.os, "access",
+                        lambda p, mode, **kw: Path(p) != parent.resolve() and real_access(p, mode, **kw))
+    real_mkdir = Path.mkdir
+
+    def mkdir(self: Path, *args, **kwargs) -> None:
+        if self.resolve().parent == parent.resolve() and self.name != "tasks":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    for force in (False, True):
+        summary = generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=2),
+                                     sandbox=sandbox, force=force)
+        assert summary.generated == 2 and (out / SUMMARY_FILE).is_file()
+        assert len([p for p in out.iterdir() if (p / "manifest.json").is_file()]) == 2
+    assert sorted(p.name for p in parent.iterdir()) == ["tasks"]

@@ -160,10 +160,12 @@ def staging_dir(out: Path) -> Path:
     into place, so a generation killed while writing never leaves a partial set in ``out`` (where the
     loaders would take it for a whole one). What a killed generation left there is removed.
 
-    An ``out`` that is a mount point (a container's volume) can be neither renamed nor renamed onto: its set
-    is built in ``out/.tmp-generating`` (hidden from the loaders) and moved in entry by entry."""
+    An ``out`` that is a mount point (a container's volume) can be neither renamed nor renamed onto, and
+    beside an ``out`` whose parent the user cannot write nothing can be built: then its set is built in
+    ``out/.tmp-generating`` (hidden from the loaders) and moved in entry by entry."""
     real = out.resolve()
-    staging = real / _STAGING_INSIDE if os.path.ismount(real) else _beside(out, "generating")
+    inside = real.is_dir() and (os.path.ismount(real) or not os.access(real.parent, os.W_OK | os.X_OK))
+    staging = real / _STAGING_INSIDE if inside else _beside(out, "generating")
     for leftover in (staging, _beside(out, "replaced")):
         if leftover.exists():
             shutil.rmtree(leftover)
@@ -179,7 +181,7 @@ def publish_task_set(staging: Path, out: Path, force: bool) -> None:
         EnvError: ``out`` is not empty (without ``force``), or holds something other than tasks.
     """
     real = out.resolve()
-    if staging.parent == real:  # a mount point (staging_dir): replaced entry by entry, benchmark.json last
+    if staging.parent == real:  # built inside (staging_dir): replaced entry by entry, benchmark.json last
         for entry in check_out_dir(out, force):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         for entry in sorted(staging.iterdir(), key=lambda e: e.name == SUMMARY_FILE):
