@@ -295,3 +295,33 @@ def test_a_redistillation_killed_before_its_line_is_finished_before_the_next_epo
         assert phases[-1] == ("rl", report.checkpoint)
     finally:
         more.close()
+
+
+def test_a_redistillation_killed_after_its_line_is_not_finished_a_second_time(
+    rl_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy = _copy(rl_run[0], tmp_path)
+    training = open_training(copy)
+    store, real = training.plane.store, training.plane.store.set_meta
+
+    class Killed(BaseException):
+        pass
+
+    def set_meta(key: str, value: object) -> None:
+        if key == PENDING_EPOCH_KEY and value is None:  # killed after the line, before the record is cleared
+            raise Killed
+        real(key, value)
+
+    monkeypatch.setattr(store, "set_meta", set_meta)
+    with pytest.raises(Killed):
+        training.redistill(1)
+    training.close()
+    more = open_training(copy, epochs=2)  # the run continued with another epoch
+    try:
+        assert more.redistilled()
+        more.run_epoch(2)
+        phases = [r["phase"] for r in read_metrics(copy / "metrics.jsonl")]
+        assert phases.count("redistill") == 1, phases  # its line was written once, before the kill
+        assert phases[-1] == "rl"
+    finally:
+        more.close()

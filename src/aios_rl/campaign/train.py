@@ -581,7 +581,8 @@ class ShellTraining:
 
     def _unfinished(self, epoch: int, phase: str | None = None) -> dict[str, Any] | None:
         """The stored record of ``epoch`` (of its redistillation with ``phase="redistill"``, of the warm start
-        with ``phase="warm_start"``) if its update was committed but its metrics line never written."""
+        with ``phase="warm_start"``) if its update was committed but its metrics line never written (a kill
+        after the line and before the record was cleared leaves a record that is finished already)."""
         pending = self.plane.store.get_meta(PENDING_EPOCH_KEY)
         kind = pending["phase"] if pending and pending["phase"] in ("redistill", "warm_start") else None
         if not pending or pending["epoch"] != epoch or kind != phase:
@@ -589,7 +590,9 @@ class ShellTraining:
         lineage = self.plane.state.lineage
         checkpoint = lineage.checkpoints.get(pending["checkpoint"])
         committed = lineage.active == pending["checkpoint"] or (checkpoint is not None and checkpoint.verdict == "rolled_back")
-        return pending if committed else None
+        written = any((r.get("phase"), r.get("checkpoint")) == (pending["phase"], pending["checkpoint"])
+                      for r in read_metrics(self.metrics_path))
+        return pending if committed and not written else None
 
     def _train_epoch(self, epoch: int, progress: Progress | None, started: float) -> dict[str, Any]:
         """Rollouts, the update and its checkpoint; the epoch's record (stored as pending, with the seconds
