@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -396,6 +397,36 @@ def _kill_round(
     assert child.returncode == -signal.SIGKILL, (root.parent / f"{tag}.stderr").read_text()
     lines += [line.split() for line in rest.splitlines() if line != "ready"]
     return lines, save_time
+
+
+def test_a_kill_while_an_unregistered_checkpoint_is_removed_leaves_nothing_that_blocks_its_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The removal deletes the files one by one; a kill between them must not leave a half checkpoint under
+    the final name, which no later removal would take (it is no complete checkpoint) and which would refuse
+    the next save under that id."""
+    store = CheckpointStore(tmp_path / "ckpts")
+    store.save("ckpt-0001", {"w": torch.ones(2)}, {})  # published, never registered: then the crash
+
+    class Killed(BaseException):
+        pass
+
+    real_rmtree = shutil.rmtree
+
+    def killed_midway(path: Any, *args: Any, **kwargs: Any) -> None:
+        files = sorted(Path(path).iterdir())
+        files[0].unlink()  # the first file is gone, then the kill
+        monkeypatch.setattr(shutil, "rmtree", real_rmtree)
+        raise Killed
+
+    monkeypatch.setattr(shutil, "rmtree", killed_midway)
+    with pytest.raises(Killed):
+        store.remove_unregistered([])
+    reopened = CheckpointStore(tmp_path / "ckpts")  # the next writer: sweep and removal, as on open
+    reopened.sweep_temp()
+    reopened.remove_unregistered([])
+    files = reopened.save("ckpt-0001", {"w": torch.zeros(2)}, {})  # the id is free for other content
+    assert reopened.load("ckpt-0001", sha256=files.sha256)[0]["w"].tolist() == [0.0, 0.0]
 
 
 @pytest.mark.slow

@@ -179,8 +179,13 @@ class CheckpointStore:
         orphans = [cid for cid in self.list_ids() if cid not in registered]
         for checkpoint_id in orphans:
             directory = self.path(checkpoint_id)
+            # Renamed to a work directory first (one atomic step), so a kill while its files are deleted
+            # leaves a ``.tmp-*`` directory for :meth:`sweep_temp`, never a half checkpoint under the id.
+            doomed = self.root / f"{_TMP_PREFIX}{checkpoint_id}-{secrets.token_hex(6)}"
             try:
-                shutil.rmtree(directory)
+                os.rename(directory, doomed)
+                _fsync_dir(self.root)
+                shutil.rmtree(doomed)
             except OSError as exc:
                 raise StorageError(f"cannot remove unregistered checkpoint {directory}: {exc}") from exc
         if orphans:
