@@ -234,3 +234,35 @@ def test_the_disagreement_window_survives_a_resume(tmp_path) -> None:
             training.close()
     assert samples == 4
     assert len(alarms) == 1 and alarms[0].payload["rate"] == 1.0
+
+
+def test_a_run_stored_with_a_capitalised_oracle_resumes_without_a_warm_start_after_its_epochs(
+    tmp_path, edit_stored_config
+) -> None:
+    # Before the teacher spec was stored canonically, `--teacher Oracle` ran its epochs without the oracle
+    # warm start. Resumed now it reads as the oracle first; its warm start (before epoch 1, once per run)
+    # must not be distilled onto a student that already trained its RL epochs.
+    import sys
+    from pathlib import Path
+
+    from aios_rl.campaign.train import ShellTraining
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+    from test_env import make_task
+
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=2, teacher="none", group_size=2)
+    training = ShellTraining(run, tasks, config)
+    try:
+        training.run_epoch(1)
+    finally:
+        training.close()
+    edit_stored_config(run, lambda settings: settings.update(teacher="Oracle"))  # as that version stored it
+    asked = ShellTrainConfig(epochs=2, warm_start_epochs=2, teacher="Oracle", group_size=2)  # as typed
+    resumed = ShellTraining(run, tasks, asked)
+    try:
+        assert resumed.epochs_done() == 1
+        assert resumed.warm_start() is None
+    finally:
+        resumed.close()

@@ -410,9 +410,15 @@ class ShellTraining:
     def warm_start(self, progress: Progress | None = None) -> EpochReport | None:
         """Distillation from oracle demonstrations (:mod:`aios_rl.campaign.demos`): the reference fix at each
         training task's opening state, and revert-then-fix after a wrong patch. Fresh students only (not
-        with ``init_from``), once per run."""
+        with ``init_from``), once per run, before its first epoch: a run stored before ``--teacher Oracle``
+        read as the oracle first ran its epochs without one and does not get one in the middle."""
         wanted = self.oracle_first and self.config.init_from is None and self.config.warm_start_epochs > 0
-        if not wanted or "warm_start" in self._done_labels():
+        labels = self._done_labels()
+        pending = self.plane.store.get_meta(PENDING_EPOCH_KEY)
+        trained = any(label in EPOCH_PHASES for label in labels) or (
+            pending is not None and pending.get("phase") in EPOCH_PHASES
+        )
+        if not wanted or "warm_start" in labels or trained:
             return None
         record = self._unfinished(0, phase="warm_start")  # committed before a kill: only its line is missing
         if record is None:
