@@ -178,3 +178,8 @@ def test_a_restored_monitor_goes_on_where_it_was(caplog: pytest.LogCaptureFixtur
         after.restore([wrong] * 6)  # already alarmed before the resume: neither logged nor raised again
     assert not caplog.records and after.rate == 1.0
     assert after.observe(wrong) is None
+    # The count of alarms raised so far is the run's recorded one, not what fired during the replay.
+    assert after.metrics()["teacher/disagreement_alarms"] == 0
+    resumed = DisagreementMonitor(config)
+    resumed.restore([wrong] * 6, alarms=3)
+    assert resumed.metrics()["teacher/disagreement_alarms"] == 3

@@ -329,7 +329,8 @@ class ShellTraining:
             self.monitor = DisagreementMonitor(self.config.monitor)
             if any(resolve_backend(n) != "oracle" for n in teacher_backends(self.config.teacher)):
                 # only a judge's answers are watched: a run without one has none to read back
-                self.monitor.restore(watched_episodes(self.plane, self.config.monitor.window))
+                self.monitor.restore(watched_episodes(self.plane, self.config.monitor.window),
+                                     alarms=self.plane.state.alarms)  # only this monitor raises alarms
             self.metrics_path = run_dir / "metrics.jsonl"
             # The allocator lives as long as the run; its state resumes from the store.
             allocator = self.config.allocator_name()

@@ -293,15 +293,17 @@ class DisagreementMonitor:
         return DisagreementAlarm(rate=rate, threshold=self.config.threshold, samples=samples,
                                  window=self.config.window, backend=backend)
 
-    def restore(self, episodes: Iterable[Episode]) -> None:
+    def restore(self, episodes: Iterable[Episode], alarms: int = 0) -> None:
         """Observe again, oldest first, episodes an earlier process observed (a resumed run's), so the
         window and the alarm's edge state go on where they were. The alarms they raised were recorded
-        then: none is returned or logged again."""
-        for episode in episodes:
-            verdict = agrees(episode.teacher_signal, episode)
-            if verdict is not None:
-                with self._lock:
+        then: none is returned or logged again, and the count of alarms raised so far is ``alarms`` (the
+        run's recorded ones), not what fired during the replay."""
+        with self._lock:
+            for episode in episodes:
+                verdict = agrees(episode.teacher_signal, episode)
+                if verdict is not None:
                     self._add(verdict)
+            self._alarms = alarms
 
     def _add(self, verdict: bool) -> bool:
         """Push one verdict (lock held); whether the alarm fires on it."""
