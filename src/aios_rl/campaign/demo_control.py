@@ -71,46 +71,52 @@ def run_control_demo(run_dir: Path, report: Report) -> ControlPlane:
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     plane = ControlPlane(run_dir)
+    try:  # a failure part-way must not keep the run's writer lock held until garbage collection
 
-    def pointers() -> str:
-        p = plane.state.lineage.pointers()
-        return f"active={p['active']} pre_update_ref={p['pre_update_ref']} last_stable={p['last_stable']}"
+        def pointers() -> str:
+            p = plane.state.lineage.pointers()
+            return f"active={p['active']} pre_update_ref={p['pre_update_ref']} last_stable={p['last_stable']}"
 
-    plane.save_checkpoint("ckpt-0000", model.state_dict(), {"note": "initial"})
-    plane.initialize("ckpt-0000")
-    report(f"initialised lineage: {pointers()}")
-    task, version = 0, 0
-    for label, outcomes in SCRIPT:
+        plane.save_checkpoint("ckpt-0000", model.state_dict(), {"note": "initial"})
+        plane.initialize("ckpt-0000")
+        report(f"initialised lineage: {pointers()}")
+        task, version = 0, 0
+        for label, outcomes in SCRIPT:
+            plane.open_epoch()
+            for _ in range(plane.config.ledger.batch_size):
+                task += 1
+                plane.record_episode(_episode(task, plane.state.lineage.active or ""), admitted=True)
+            version += 1
+            new_id = f"ckpt-{version:04d}"
+            loss = _update(model, optimizer, generator)
+            parent = plane.state.lineage.active
+            plane.save_checkpoint(new_id, model.state_dict(), {"loss": loss}, parent=parent)
+            plane.complete_update(new_id)
+            report(f"epoch {plane.state.ledger.current.epoch} ({label}): update loss={loss:.4f} -> {pointers()}")
+            for outcome in outcomes:
+                task += 1
+                episode = _episode(task, new_id, outcome, parent)
+                plane.record_comparison(episode)
+                decision = plane.pending_decision()
+                streak = plane.state.ledger.current.streak
+                report(f"  comparison {episode.task_id}: {outcome:6s} streak={streak}")
+                if decision is not None:
+                    results = plane.state.ledger.current.results
+                    trigger = [r.episode_id for r in results if r.relative_outcome == "worse"]
+                    plane.close_epoch(decision, trigger_episodes=trigger if decision == "rollback" else ())
+                    frozen = "  FROZEN" if plane.state.lineage.frozen else ""
+                    report(f"  epoch closed: {decision} -> {pointers()}{frozen}")
+                    break
+        # One more update attempt shows the freeze holding.
         plane.open_epoch()
         for _ in range(plane.config.ledger.batch_size):
             task += 1
             plane.record_episode(_episode(task, plane.state.lineage.active or ""), admitted=True)
-        version += 1
-        new_id = f"ckpt-{version:04d}"
-        loss = _update(model, optimizer, generator)
-        parent = plane.state.lineage.active
-        plane.save_checkpoint(new_id, model.state_dict(), {"loss": loss}, parent=parent)
-        plane.complete_update(new_id)
-        report(f"epoch {plane.state.ledger.current.epoch} ({label}): update loss={loss:.4f} -> {pointers()}")
-        for outcome in outcomes:
-            task += 1
-            episode = _episode(task, new_id, outcome, parent)
-            plane.record_comparison(episode)
-            decision = plane.pending_decision()
-            streak = plane.state.ledger.current.streak
-            report(f"  comparison {episode.task_id}: {outcome:6s} streak={streak}")
-            if decision is not None:
-                trigger = [r.episode_id for r in plane.state.ledger.current.results if r.relative_outcome == "worse"]
-                plane.close_epoch(decision, trigger_episodes=trigger if decision == "rollback" else ())
-                report(f"  epoch closed: {decision} -> {pointers()}" + ("  FROZEN" if plane.state.lineage.frozen else ""))
-                break
-    # One more update attempt shows the freeze holding.
-    plane.open_epoch()
-    for _ in range(plane.config.ledger.batch_size):
-        task += 1
-        plane.record_episode(_episode(task, plane.state.lineage.active or ""), admitted=True)
-    try:
-        plane.ensure_can_update()
-    except LineageError as exc:
-        report(f"update refused while frozen: {exc}")
+        try:
+            plane.ensure_can_update()
+        except LineageError as exc:
+            report(f"update refused while frozen: {exc}")
+    except BaseException:
+        plane.close()
+        raise
     return plane
