@@ -488,3 +488,32 @@ def test_the_ledgers_wall_time_includes_the_allocators_decisions_and_the_teacher
     run_group(lambda: ToyEnv(Counts()), tasks(1)[0], ToyPolicy(Counts()), size=4, seed=0, policy_version="v0",
               teacher=SlowTeacher(), budget=ledger)
     assert ledger.wall_s >= 4 * pause
+
+
+def test_named_episodes_get_their_ids_in_arrival_order_and_branches_name_their_named_parents() -> None:
+    """With ``name`` the same batch run twice gives its episodes the same ids: what lets an epoch run again
+    after a kill find the episodes its first attempt stored."""
+
+    def name(task: Task, index: int) -> str:
+        return f"{task.task_id}/{index}"
+
+    def run() -> list[Episode]:
+        counts = Counts()
+        batch = live_engine(counts).collect(ToyPolicy(counts), tasks(3), RolloutBudget(24), seed=0,
+                                            policy_version="v0", name=name)
+        return batch.all_episodes()
+
+    first, again = run(), run()
+    assert [e.episode_id for e in first] == [e.episode_id for e in again]
+    by_task: dict[str, list[str]] = {}
+    for e in first:
+        by_task.setdefault(e.task_id, []).append(e.episode_id)
+    assert all(sorted(ids, key=lambda i: int(i.split("/")[1])) == [f"{t}/{k}" for k in range(len(ids))]
+               for t, ids in by_task.items())
+    branched = [e for e in first if e.branch_of is not None]
+    assert branched and all(e.branch_of.episode_id in {p.episode_id for p in first} for e in branched)
+    counts = Counts()
+    dapo = engine_for("dapo-3", counts, dapo_max_resamples=2).collect(
+        ToyPolicy(counts), tasks(2, need=0), RolloutBudget(100), seed=0, policy_version="v0", name=name
+    )
+    assert [e.episode_id for e in dapo.groups[0].discarded] == [f"t0/{k}" for k in range(6)]

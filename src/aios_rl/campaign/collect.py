@@ -24,7 +24,7 @@ from aios_rl.control.reward import RewardConfig
 from aios_rl.policy.base import Policy
 from aios_rl.rollout.allocators import AllocatorConfig, RailAllocator, RolloutBudget, make_allocator
 from aios_rl.rollout.budget import Budget
-from aios_rl.rollout.engine import BatchResult, GroupOutcome, RolloutEngine
+from aios_rl.rollout.engine import BatchResult, EpisodeNamer, GroupOutcome, RolloutEngine
 from aios_rl.rollout.runner import DistinctMode, EnvFactory
 from aios_rl.storage.rail_traces import RailTraceStore
 
@@ -84,10 +84,12 @@ class RolloutCollector:
         reward_config: RewardConfig,
         on_group: Callable[[GroupOutcome], None] | None = None,
         distinct: DistinctMode = "off",
+        name: EpisodeNamer | None = None,
     ) -> BatchResult:
         """Run one epoch's groups; the batch budget is the tasks' caps (or what is left of the run's).
 
-        ``distinct``: how a task's rollouts draw actions: off, first or states (``run_rollouts``).
+        ``distinct``: how a task's rollouts draw actions: off, first or states (``run_rollouts``); ``name``:
+        the episodes' ids (``RolloutEngine.collect``).
         """
         if epoch != self.saved_epoch + 1:
             log.warning(
@@ -115,6 +117,7 @@ class RolloutCollector:
                 policy_version=policy_version,
                 regime=regime,
                 on_group=on_group,
+                name=name,
             )
         finally:
             if store is not None:

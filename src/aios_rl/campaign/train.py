@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,7 @@ log = logging.getLogger(__name__)
 SELF_IMITATION_KEY = "self_imitation_archive"
 EPOCH_TASKS_KEY = "epoch_tasks"
 PENDING_EPOCH_KEY = "pending_epoch"
+EPISODE_NAMESPACE_KEY = "episode_namespace"  # the run's UUID, which its training episodes' ids derive from
 _READ_CHUNK = 500  # stored episodes parsed at a time when the disagreement monitor is restored
 
 
@@ -614,7 +616,12 @@ class ShellTraining:
 
         def group_done(group: GroupOutcome) -> None:
             for episode in (*group.discarded, *group.episodes):
-                self.plane.record_episode(episode, admitted=False, lane=route_episode(episode))
+                stored = self._stored_episode(episode.episode_id)
+                if stored is not None:  # recorded by an attempt a kill cut short (monitor restored)
+                    seen.append(stored)
+                    continue
+                self.plane.record_episode(episode, admitted=False, lane=route_episode(episode),
+                                          event_id=_episode_event_id(episode.episode_id))
                 # Judges are watched against verification; the oracle is ground truth (its shaping rewards
                 # partial progress on failed episodes by design), so it is not, whether it is the teacher or
                 # the backend of a gateway that answered this episode.
@@ -631,8 +638,11 @@ class ShellTraining:
             regime=regime, max_steps=cfg.env.max_steps, workers=cfg.workers, teacher=self.teacher,
             reward_config=cfg.reward, on_group=group_done,
             distinct="states" if cfg.distinct_states else "first" if cfg.distinct_first else "off",
+            name=self._episode_namer(epoch),
         )
         episodes, groups = batch.training_batch()  # branches train in their task's group; dropped groups do not
+        recorded = {e.episode_id: e for e in seen}
+        episodes = [recorded[e.episode_id] for e in episodes]  # what is stored is what is trained on
         zero_var = sum(g.zero_variance for g in batch.groups)
         if zero_var:
             log.warning("epoch %d: %d of %d groups had zero reward variance (no learning signal)", epoch, zero_var,
@@ -694,6 +704,31 @@ class ShellTraining:
         self.collector.committed(epoch)
         return record
 
+    def _episode_namer(self, epoch: int) -> Callable[[Task, int], str]:
+        """The ids of epoch ``epoch``'s episodes: derived from the run's namespace (a UUID it stores once),
+        the epoch, the task and the episode's place in its group.
+
+        An epoch killed after some of its episodes were stored runs again from the same seed, so its
+        episodes get the ids they were stored under, and recording them again is a no-op: each rollout is
+        stored and counted once (ARCHITECTURE.md's exactly-once), and the update, the checkpoint's data
+        window and the self-imitation archive name the stored episodes. Should a rollout run again differ
+        from the stored one (a wall-clock limit cut it differently), the stored one is kept, counted and
+        trained on.
+        """
+        namespace = self.plane.store.get_meta(EPISODE_NAMESPACE_KEY)
+        if namespace is None:  # a new run, or one stored before its episodes had derived ids
+            namespace = str(uuid.uuid4())
+            self.plane.store.set_meta(EPISODE_NAMESPACE_KEY, namespace)
+        root = uuid.UUID(namespace)
+        return lambda task, index: str(uuid.uuid5(root, f"epoch/{epoch}/task/{task.task_id}/{index}"))
+
+    def _stored_episode(self, episode_id: str) -> Episode | None:
+        """The episode ``episode_id`` if an earlier attempt of this epoch recorded it already, else None."""
+        if not self.plane.store.has_event(_episode_event_id(episode_id)):
+            return None
+        body = self.plane.store.episode_body(episode_id)
+        return None if body is None else Episode.model_validate_json(body)
+
     def _consolidate(
         self, standing: DistillBatch | None, epoch: int, progress: Progress | None
     ) -> Consolidation | None:
@@ -752,3 +787,8 @@ class ShellTraining:
 
     def close(self) -> None:
         self.plane.close()
+
+
+def _episode_event_id(episode_id: str) -> str:
+    """The id of the event that records a training episode: recording it twice commits it once."""
+    return f"train/episode/{episode_id}"

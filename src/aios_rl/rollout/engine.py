@@ -57,9 +57,13 @@ from aios_rl.rollout.budget import Budget
 from aios_rl.rollout.rail_features import ContextInputs, reward_variance
 from aios_rl.rollout.runner import DistinctMode, EnvFactory, Fork, Rollout, RolloutJob, run_rollouts
 
-__all__ = ["BatchResult", "GroupOutcome", "RolloutEngine"]
+__all__ = ["BatchResult", "EpisodeNamer", "GroupOutcome", "RolloutEngine"]
 
 ZERO_VARIANCE = 1e-12
+
+EpisodeNamer = Callable[[Task, int], str]
+"""``name(task, index)``: the id of the ``index``-th episode (0-based, in arrival order over every round,
+discarded ones included) of ``task``'s group."""
 
 
 @dataclass
@@ -151,8 +155,13 @@ class RolloutEngine:
         regime: DecodingRegime | None = None,
         ledger: Budget | None = None,
         on_group: Callable[[GroupOutcome], None] | None = None,
+        name: EpisodeNamer | None = None,
     ) -> BatchResult:
         """Run one batch of task groups within ``budget`` (rollouts); ``on_group`` sees each as it ends.
+
+        ``name`` gives each episode its id as it joins its group (a branch's ``branch_of`` names its parent
+        by that id), so a batch run again with the same seed names its episodes as before; without it the
+        ids are random.
 
         The ledger's ``wall_s`` grows by this call's whole duration (rollouts and the allocator's decisions,
         RAIL's refits included) less the time spent in ``on_group``."""
@@ -168,7 +177,8 @@ class RolloutEngine:
         vocab = getattr(policy, "vocab_size", None)  # a policy writing tokens: log|V| bounds their entropy
         token_entropy_max = math.log(vocab) if vocab and vocab > 1 else None
         groups = [
-            _Group(t, plans[t.task_id], budget, regime, self.max_steps, token_entropy_max) for t in tasks
+            _Group(t, plans[t.task_id], budget, regime, self.max_steps, token_entropy_max, name)
+            for t in tasks
         ]
         pending = {g: g.fresh(g.plan.initial, seeds) for g in groups if g.plan.initial > 0}  # 0: skipped
         outcomes: dict[_Group, GroupOutcome] = {}
@@ -217,6 +227,7 @@ class _Group:
     regime: DecodingRegime
     max_steps: int
     token_entropy_max: float | None = None  # log|V| of a policy that writes its actions
+    name: EpisodeNamer | None = None  # the ids of the group's episodes (None: the random ones they have)
     group_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     members: list[Rollout] = field(default_factory=list)
     shapes: list[TrajectoryShape] = field(default_factory=list)
@@ -228,7 +239,7 @@ class _Group:
         # Everything after the initial rollouts is drawn from the batch through the group's own counter.
         self.budget = self.batch_budget.sub(self.plan.cap - self.plan.initial)
         self._anchors: list[tuple[int, int, int]] = []  # heap of (step, arrival, member index)
-        self._arrivals = self._trees = self._expand_round = self._finish_round = 0
+        self._arrivals = self._trees = self._expand_round = self._finish_round = self._named = 0
         self._open: BranchPlan | None = None
 
     def fresh(self, n: int, seeds: random.Random) -> list[RolloutJob]:
@@ -244,6 +255,10 @@ class _Group:
             self._add(rollout, allocator.forks)
 
     def _add(self, rollout: Rollout, forks: bool) -> None:
+        if self.name is not None:  # before any branch of it is forked, so its branches name it so too
+            episode_id = self.name(self.task, self._named)
+            rollout.episode = rollout.episode.model_copy(update={"episode_id": episode_id})
+            self._named += 1
         j, fork, length = len(self.members), rollout.job.fork, len(rollout.episode.trajectory)
         if fork is None:
             tree, first = self._trees, 1
