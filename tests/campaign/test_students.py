@@ -77,3 +77,20 @@ def test_a_student_that_cannot_be_built_is_refused_before_the_run_directory_exis
     with pytest.raises(AiosRlError, match=needle):
         ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     assert not (tmp_path / "run").exists()
+
+
+def test_start_conflicts_compare_the_values_the_student_config_would_hold() -> None:
+    """A setting pydantic coerces to the checkpoint's value (a YAML string "64") asks for nothing, and a
+    mistyped key is an unknown-key ConfigError as a fresh student reports it, not a "has None" conflict."""
+    from aios_rl.campaign.students import start_conflicts
+
+    held = make_student(StudentConfig(), seed=0).config_dict()
+    same = StudentConfig(compact={"embed_dim": str(held["embed_dim"]), "buckets": str(held["buckets"])})
+    assert start_conflicts(same, held) == []
+    assert start_conflicts(StudentConfig(compact={"embed_dim": "7"}), held) == [
+        f"student.compact.embed_dim is 7 but the checkpoint's student has {held['embed_dim']}"
+    ]
+    for overrides, needle in (({"embed_dims": 64}, "student.compact.embed_dims"),
+                              ({"embed_dim": 0}, "student.compact.embed_dim")):
+        with pytest.raises(ConfigError, match=rf"invalid compact student settings:\n{needle}"):
+            start_conflicts(StudentConfig(compact=overrides), held)

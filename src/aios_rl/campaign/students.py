@@ -76,12 +76,21 @@ def check_student(config: StudentConfig, *, seed: int) -> dict[str, Any]:
         spec = {"model_path": config.model_path, "mode": config.lm_mode, "lora": config.lora, "seed": seed,
                 **config.causal_lm}
         model, section, what = CausalLMStudentConfig, "causal_lm", "causal-LM student"
-    try:  # the free-form overrides are validated only here
-        model.model_validate(spec)
+    _validated(model, spec, section, what)
+    return {"kind": config.kind, "config": spec}
+
+
+def _validated(model: type[ConfigModel], spec: dict[str, Any], section: str, what: str) -> ConfigModel:
+    """``spec`` validated by the student's own config model; the free-form overrides are validated only here.
+
+    Raises:
+        ConfigError: the config rejects ``spec``, one ``student.SECTION.KEY`` line per problem.
+    """
+    try:
+        return model.model_validate(spec)
     except ValidationError as exc:
         problems = "\n".join(f"student.{section}.{line}" for line in problems_from(exc))
         raise ConfigError(f"invalid {what} settings:\n{problems}") from None
-    return {"kind": config.kind, "config": spec}
 
 
 def make_student(config: StudentConfig, *, seed: int) -> Policy:
@@ -100,16 +109,31 @@ def make_student(config: StudentConfig, *, seed: int) -> Policy:
 def start_conflicts(config: StudentConfig, held: dict[str, Any]) -> list[str]:
     """The settings ``config`` asks for that the start checkpoint's student does not have (``held``, its
     ``config_dict()``), one ``student.X`` line each. A setting left unset asks for nothing: the checkpoint's
-    holds. A warm start from ``init_from`` keeps the checkpoint's student, so these would be ignored."""
+    holds. A warm start from ``init_from`` keeps the checkpoint's student, so these would be ignored. The
+    values compared are the ones the student's config holds once validated (a YAML ``"64"`` asks for 64).
+
+    Raises:
+        ConfigError: the asked settings are ones the student's config rejects (an unknown key, a bad value),
+            as :func:`check_student` reports them.
+    """
+    model: type[ConfigModel]
     if config.kind == "compact":
+        from aios_rl.policy.compact import CompactStudentConfig
+
         asked = {key: (f"student.compact.{key}", value) for key, value in config.compact.items()}
+        model, section, what = CompactStudentConfig, "compact", "compact student"
     else:
+        from aios_rl.policy.causal_lm import CausalLMStudentConfig  # transformers
+
         asked = {key: (f"student.causal_lm.{key}", value) for key, value in config.causal_lm.items()}
         for key, own in _LM_OWN_FIELDS.items():
             if own in config.model_fields_set and getattr(config, own) is not None:
                 asked[key] = (f"student.{own}", getattr(config, own))
-    return [f"{name} is {value!r} but the checkpoint's student has {held.get(key)!r}"
-            for key, (name, value) in sorted(asked.items()) if held.get(key) != value]
+        model, section, what = CausalLMStudentConfig, "causal_lm", "causal-LM student"
+    values = _validated(model, {**held, **{key: value for key, (_, value) in asked.items()}}, section, what)
+    wanted = values.model_dump(mode="json")
+    return [f"{name} is {wanted[key]!r} but the checkpoint's student has {held.get(key)!r}"
+            for key, (name, _) in sorted(asked.items()) if held.get(key) != wanted[key]]
 
 
 def restore_student(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Policy:
