@@ -196,14 +196,14 @@ class _Contrarian:
         return BackendReply(json.dumps({"critique": "c", "shaping": shaping, "confidence": 0.9}))
 
 
-def _contrarian_training(run, tasks, epochs: int):  # noqa: ANN202
+def _contrarian_training(run, tasks, epochs: int, min_samples: int = 4):  # noqa: ANN202
     from aios_rl.campaign.train import ShellTraining
     from aios_rl.envs.shell.oracle import ShellOracle
     from aios_rl.teacher.calibrate import MonitorConfig
 
     config = ShellTrainConfig(
         epochs=epochs, tasks_per_epoch=1, group_size=2, workers=1, teacher="claude", warm_start_epochs=0,
-        monitor=MonitorConfig(window=4, min_samples=4, threshold=0.3),
+        monitor=MonitorConfig(window=4, min_samples=min_samples, threshold=0.3),
     )
     training = ShellTraining(run, tasks, config)
     training.teacher.close()
@@ -266,3 +266,41 @@ def test_a_run_stored_with_a_capitalised_oracle_resumes_without_a_warm_start_aft
         assert resumed.warm_start() is None
     finally:
         resumed.close()
+
+
+def test_an_alarm_a_kill_cut_off_from_its_episode_is_recorded_on_resume(tmp_path, monkeypatch) -> None:
+    # The episode that pushed the rate over the threshold was stored, then the process died before its
+    # teacher.alarm event: resumed, the stored episode is not observed again (the restored monitor replays
+    # it, already alarmed), so that alarm was never recorded.
+    import sys
+    from pathlib import Path
+
+    from aios_rl.control.plane import ControlPlane
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+    from test_env import make_task
+
+    class Killed(BaseException):
+        pass
+
+    def killed(self, kind, payload, **kwargs):  # noqa: ANN001, ANN202, ARG001
+        raise Killed
+
+    make_task(tmp_path)
+    run, tasks = tmp_path / "run", tmp_path / "tasks"
+    training = _contrarian_training(run, tasks, 1, min_samples=2)
+    try:
+        with monkeypatch.context() as patch, pytest.raises(Killed):
+            patch.setattr(ControlPlane, "raise_alarm", killed)
+            training.run_epoch(1)
+        assert training.plane.state.episodes_recorded == 2  # the alarm's episode is stored, its alarm not
+    finally:
+        training.close()
+    training = _contrarian_training(run, tasks, 1, min_samples=2)
+    try:
+        training.run_epoch(1)
+        alarms = [e for e in training.plane.store.events() if e.kind == "teacher.alarm"]
+        assert training.monitor.metrics()["teacher/disagreement_alarms"] == 1
+    finally:
+        training.close()
+    assert len(alarms) == 1 and alarms[0].payload["rate"] == 1.0

@@ -68,6 +68,9 @@ log = logging.getLogger(__name__)
 SELF_IMITATION_KEY = "self_imitation_archive"
 EPOCH_TASKS_KEY = "epoch_tasks"
 PENDING_EPOCH_KEY = "pending_epoch"
+# The alarm the last alarming training episode raised, committed with that episode: a kill before its
+# teacher.alarm event leaves it here, and the resumed run records it.
+PENDING_ALARM_KEY = "pending_teacher_alarm"
 EPISODE_NAMESPACE_KEY = "episode_namespace"  # the run's UUID, which its training episodes' ids derive from
 _READ_CHUNK = 500  # stored episodes parsed at a time when the disagreement monitor is restored
 
@@ -331,6 +334,7 @@ class ShellTraining:
             self.monitor = DisagreementMonitor(self.config.monitor)
             if any(resolve_backend(n) != "oracle" for n in teacher_backends(self.config.teacher)):
                 # only a judge's answers are watched: a run without one has none to read back
+                _raise_pending_alarm(self.plane)
                 self.monitor.restore(watched_episodes(self.plane, self.config.monitor.window),
                                      alarms=self.plane.state.alarms)  # only this monitor raises alarms
             self.metrics_path = run_dir / "metrics.jsonl"
@@ -620,14 +624,19 @@ class ShellTraining:
                 if stored is not None:  # recorded by an attempt a kill cut short (monitor restored)
                     seen.append(stored)
                     continue
-                self.plane.record_episode(episode, admitted=False, lane=route_episode(episode),
-                                          event_id=_episode_event_id(episode.episode_id))
                 # Judges are watched against verification; the oracle is ground truth (its shaping rewards
                 # partial progress on failed episodes by design), so it is not, whether it is the teacher or
                 # the backend of a gateway that answered this episode.
                 alarm = self.monitor.observe(episode) if watched(episode) else None
-                if alarm is not None:
-                    self.plane.raise_alarm(alarm.kind, alarm.payload())
+                pending = None if alarm is None else {
+                    "kind": alarm.kind, "payload": alarm.payload(),
+                    "event_id": f"train/alarm/{episode.episode_id}",
+                }  # stored with the episode: the restored monitor replays it alarmed, so would not raise it
+                self.plane.record_episode(episode, admitted=False, lane=route_episode(episode),
+                                          event_id=_episode_event_id(episode.episode_id),
+                                          meta=None if pending is None else {PENDING_ALARM_KEY: pending})
+                if pending is not None:
+                    _raise_pending_alarm(self.plane)
                 seen.append(episode)
             if progress:
                 progress("rollouts", {"success": sum(e.outcome == "success" for e in seen) / len(seen),
@@ -787,6 +796,13 @@ class ShellTraining:
 
     def close(self) -> None:
         self.plane.close()
+
+
+def _raise_pending_alarm(plane: ControlPlane) -> None:
+    """Record the alarm stored with the last alarming episode, unless its teacher.alarm event is recorded."""
+    pending = plane.store.get_meta(PENDING_ALARM_KEY)
+    if pending is not None and not plane.store.has_event(pending["event_id"]):
+        plane.raise_alarm(pending["kind"], pending["payload"], event_id=pending["event_id"])
 
 
 def _episode_event_id(episode_id: str) -> str:

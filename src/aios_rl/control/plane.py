@@ -227,11 +227,18 @@ class ControlPlane:
         return self.emit("epoch.opened", {"carry": list(carry)})
 
     def record_episode(
-        self, episode: Episode, *, admitted: bool, lane: str | None = None, event_id: str | None = None
+        self,
+        episode: Episode,
+        *,
+        admitted: bool,
+        lane: str | None = None,
+        event_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> ControlState:
         """Store an episode; admitted ones count toward the epoch's batch; ``lane`` puts it in replay.
 
-        ``event_id`` (optional) makes a re-commit after a crash a no-op (campaigns derive it from the task).
+        ``event_id`` (optional) makes a re-commit after a crash a no-op (campaigns derive it from the task);
+        ``meta`` values commit in the same transaction (see :meth:`emit`).
         """
         payload = {
             "episode_id": episode.episode_id,
@@ -240,7 +247,7 @@ class ControlPlane:
             "admitted": admitted,
             "lane": lane,
         }
-        return self.emit("episode.recorded", payload, event_id=event_id, episodes=[episode])
+        return self.emit("episode.recorded", payload, event_id=event_id, episodes=[episode], meta=meta)
 
     def ensure_can_update(self) -> None:
         """Raise LineageError when an update would be refused (frozen or uninitialised lineage), so callers
@@ -314,9 +321,12 @@ class ControlPlane:
         """Promotion outside a monitoring epoch (a validation gate's ``better``): ``last_stable ← active``."""
         return self.emit("lineage.promoted", {"reason": reason})
 
-    def raise_alarm(self, kind: str, payload: Mapping[str, Any]) -> ControlState:
-        """Record an alarm (e.g. teacher disagreement past its threshold) as a ledger event."""
-        return self.emit("teacher.alarm", {"kind": kind, **dict(payload)})
+    def raise_alarm(
+        self, kind: str, payload: Mapping[str, Any], *, event_id: str | None = None
+    ) -> ControlState:
+        """Record an alarm (e.g. teacher disagreement past its threshold) as a ledger event; ``event_id``
+        (optional) makes raising it again a no-op."""
+        return self.emit("teacher.alarm", {"kind": kind, **dict(payload)}, event_id=event_id)
 
     def unfreeze(self) -> ControlState:
         return self.emit("lineage.unfrozen", {})
