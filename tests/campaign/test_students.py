@@ -94,3 +94,25 @@ def test_start_conflicts_compare_the_values_the_student_config_would_hold() -> N
                               ({"embed_dim": 0}, "student.compact.embed_dim")):
         with pytest.raises(ConfigError, match=rf"invalid compact student settings:\n{needle}"):
             start_conflicts(StudentConfig(compact=overrides), held)
+
+
+def test_a_float16_full_model_checkpoint_restores_for_evaluation_but_does_not_train(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """A checkpoint stored before float16 was refused without LoRA (its untrained ``initial`` at least) is
+    evaluated as before; only training it is refused (Adam's eps is 0 in float16), and a new such student
+    is refused before its run directory exists."""
+    from aios_rl.algos.trainer import Trainer
+
+    fresh = make_student(StudentConfig(kind="causal-lm", model_path=str(model_dir)), seed=0)
+    spec = policy_spec(fresh)
+    spec["config"] = {**spec["config"], "dtype": "float16"}  # as that version stored it
+    tensors = {f"policy/{k}": v.half() if k.startswith("model.") else v
+               for k, v in fresh.state_dict().items()}
+    restored = restore_student(spec, tensors)
+    assert restored.config_dict()["dtype"] == "float16"
+    with pytest.raises(ConfigError, match="dtype float16 cannot train the full model"):
+        Trainer(restored)
+    with pytest.raises(ConfigError, match="dtype float16 cannot train the full model"):
+        make_student(StudentConfig(kind="causal-lm", model_path=str(model_dir),
+                                   causal_lm={"dtype": "float16"}), seed=0)

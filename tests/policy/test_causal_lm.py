@@ -11,10 +11,16 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from aios_rl.algos.trainer import Trainer
 from aios_rl.contracts.episode import DecodingRegime, Observation
 from aios_rl.contracts.errors import ConfigError, PolicyError
 from aios_rl.policy.base import Policy
-from aios_rl.policy.causal_lm import CausalLMStudent, CausalLMStudentConfig, sampling_logprobs
+from aios_rl.policy.causal_lm import (
+    CausalLMStudent,
+    CausalLMStudentConfig,
+    check_trainable,
+    sampling_logprobs,
+)
 from aios_rl.policy.lm_prompt import (
     TRUNCATION_MARK,
     build_prompt_ids,
@@ -472,8 +478,11 @@ def test_a_long_observation_fits_the_models_context(short_context_dir: Path) -> 
 def test_half_precision_trains_lora_adapters_only(model_dir: Path) -> None:
     # Adam's eps (1e-8) is 0 in float16, so a full float16 model's first step divided 0 by 0 wherever a
     # gradient was 0 (every unused embedding row): the weights turned NaN, and the next act() failed.
+    # Refused for training only: a float16 full model stored earlier still loads to be evaluated.
     with pytest.raises(ConfigError, match="float16"):
-        CausalLMStudentConfig(model_path=str(model_dir), dtype="float16")
+        check_trainable(CausalLMStudentConfig(model_path=str(model_dir), dtype="float16"))
+    with pytest.raises(ConfigError, match="float16"):
+        Trainer(student(model_dir, dtype="float16"))
     for config in ({"dtype": "float16", "lora": True}, {"dtype": "bfloat16"}):
         s = student(model_dir, **config)
         optimizer = torch.optim.Adam(s.parameters(), lr=1e-2)  # as the Trainer steps

@@ -111,6 +111,26 @@ class UpdateStats:
         return {f"train/{k}": float(getattr(self, k)) for k in keys} | {f"train/{k}": v for k, v in self.extras.items()}
 
 
+def trainable_parameters(policy: Policy) -> list[torch.nn.Parameter]:
+    """The parameters a :class:`Trainer` steps: ``policy``'s that require a gradient.
+
+    Raises:
+        TrainingError: it has none.
+        ConfigError: some are float16 (a causal-lm student stored with dtype float16 and no LoRA, which
+            loads for evaluation): Adam's eps (1e-8) is 0 in float16, so a zero gradient gives 0 / 0.
+    """
+    params = [p for p in policy.parameters() if p.requires_grad]
+    if not params:
+        raise TrainingError("the policy has no trainable parameters")
+    if any(p.dtype == torch.float16 for p in params):
+        raise ConfigError(
+            "dtype float16 cannot train the full model: Adam's update turns float16 weights into NaN (its "
+            "eps of 1e-8 is 0 in float16); such a student can be evaluated, but train one with dtype "
+            "bfloat16 or float32, or lora: true (the adapters train in float32 over the float16 model)"
+        )
+    return params
+
+
 class Trainer:
     """Holds the policy, its optimiser and (optionally) a frozen reference policy for KL terms."""
 
@@ -119,10 +139,7 @@ class Trainer:
         self.config = config or TrainerConfig()
         if self.config.agg not in losses.AGG_MODES:
             raise TrainingError(f"trainer.agg must be one of {losses.AGG_MODES}, got {self.config.agg!r}")
-        params = [p for p in policy.parameters() if p.requires_grad]
-        if not params:
-            raise TrainingError("the policy has no trainable parameters")
-        self.optimizer = torch.optim.Adam(params, lr=self.config.lr)
+        self.optimizer = torch.optim.Adam(trainable_parameters(policy), lr=self.config.lr)
 
     # -- pieces every update step uses -----------------------------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -14,6 +14,8 @@ from aios_rl.contracts.errors import ConfigError, PolicyError
 from aios_rl.contracts.validate import problems_from
 from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import build_policy
+
+_Config = TypeVar("_Config", bound=ConfigModel)
 
 # Set through StudentConfig's own fields (and --model); an override of them would be a second source.
 _LM_OWN_FIELDS = {"model_path": "model_path", "mode": "lm_mode", "lora": "lora"}
@@ -56,31 +58,30 @@ def check_student(config: StudentConfig, *, seed: int) -> dict[str, Any]:
     creates its store.
 
     Raises:
-        ConfigError: causal-lm without a model path, or ``compact``/``causal_lm`` overrides the student's
-            config rejects.
+        ConfigError: causal-lm without a model path, ``compact``/``causal_lm`` overrides the student's
+            config rejects, or settings it could not train with (dtype float16 without LoRA).
         PolicyError: a causal-lm model path that is neither a local directory nor in the Hugging Face cache.
     """
-    model: type[ConfigModel]
     if config.kind == "compact":
         from aios_rl.policy.compact import CompactStudentConfig
 
-        spec, model, section = {"seed": seed, **config.compact}, CompactStudentConfig, "compact"
-        what = "compact student"
-    else:
-        if config.model_path is None:
-            raise ConfigError("student.kind=causal-lm needs --model PATH (a local model directory; "
-                              "nothing is downloaded)")
-        from aios_rl.policy.causal_lm import CausalLMStudentConfig, resolve_model_dir  # transformers
+        spec = {"seed": seed, **config.compact}
+        _validated(CompactStudentConfig, spec, "compact", "compact student")
+        return {"kind": config.kind, "config": spec}
+    if config.model_path is None:
+        raise ConfigError("student.kind=causal-lm needs --model PATH (a local model directory; "
+                          "nothing is downloaded)")
+    from aios_rl.policy.causal_lm import CausalLMStudentConfig, check_trainable, resolve_model_dir
 
-        resolve_model_dir(config.model_path)  # a directory or cache entry; its files load with the student
-        spec = {"model_path": config.model_path, "mode": config.lm_mode, "lora": config.lora, "seed": seed,
-                **config.causal_lm}
-        model, section, what = CausalLMStudentConfig, "causal_lm", "causal-LM student"
-    _validated(model, spec, section, what)
+    resolve_model_dir(config.model_path)  # a directory or cache entry; its files load with the student
+    spec = {"model_path": config.model_path, "mode": config.lm_mode, "lora": config.lora, "seed": seed,
+            **config.causal_lm}
+    # float16 without LoRA: a stored student still loads (for evaluation), a fresh one is to train
+    check_trainable(_validated(CausalLMStudentConfig, spec, "causal_lm", "causal-LM student"))
     return {"kind": config.kind, "config": spec}
 
 
-def _validated(model: type[ConfigModel], spec: dict[str, Any], section: str, what: str) -> ConfigModel:
+def _validated(model: type[_Config], spec: dict[str, Any], section: str, what: str) -> _Config:
     """``spec`` validated by the student's own config model; the free-form overrides are validated only here.
 
     Raises:

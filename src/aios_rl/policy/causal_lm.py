@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 import torch
 from huggingface_hub import snapshot_download
-from pydantic import Field, model_validator
+from pydantic import Field
 from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -110,16 +110,22 @@ class CausalLMStudentConfig(ConfigModel):
     )
     seed: int = Field(default=0, description="Seed of the LoRA adapter initialisation.")
 
-    @model_validator(mode="after")
-    def _trainable_dtype(self) -> CausalLMStudentConfig:
-        # Adam's eps (1e-8) rounds to 0 in float16: a zero gradient (an unused embedding row) gives 0 / 0.
-        if self.dtype == "float16" and not self.lora:
-            raise ConfigError(
-                "dtype float16 cannot train the full model: Adam's update turns float16 weights into NaN "
-                "(its eps of 1e-8 is 0 in float16); use dtype bfloat16 or float32, or lora: true (the "
-                "adapters train in float32 over the float16 model)"
-            )
-        return self
+
+def check_trainable(config: CausalLMStudentConfig) -> None:
+    """Refuse settings a fresh student could not train with, before anything is built. A stored student
+    with them still loads (``shell eval`` of an old checkpoint); :class:`~aios_rl.algos.trainer.Trainer`
+    refuses to train it.
+
+    Raises:
+        ConfigError: dtype float16 without LoRA.
+    """
+    # Adam's eps (1e-8) rounds to 0 in float16: a zero gradient (an unused embedding row) gives 0 / 0.
+    if config.dtype == "float16" and not config.lora:
+        raise ConfigError(
+            "dtype float16 cannot train the full model: Adam's update turns float16 weights into NaN "
+            "(its eps of 1e-8 is 0 in float16); use dtype bfloat16 or float32, or lora: true (the "
+            "adapters train in float32 over the float16 model)"
+        )
 
 
 @dataclass(frozen=True)
