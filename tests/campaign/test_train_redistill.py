@@ -15,6 +15,7 @@ import torch
 from aios_rl.algos.self_imitation import archived_fixes
 from aios_rl.campaign.demos import fix_demonstrations, oracle_demonstrations
 from aios_rl.campaign.metrics import read_metrics
+from aios_rl.campaign.online_update import load_episodes
 from aios_rl.campaign import train as train_module
 from aios_rl.campaign.train import (
     PENDING_EPOCH_KEY, SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining, open_training,
@@ -323,5 +324,46 @@ def test_a_redistillation_killed_after_its_line_is_not_finished_a_second_time(
         phases = [r["phase"] for r in read_metrics(copy / "metrics.jsonl")]
         assert phases.count("redistill") == 1, phases  # its line was written once, before the kill
         assert phases[-1] == "rl"
+    finally:
+        more.close()
+
+
+def test_an_epoch_run_again_after_a_redistillation_rolls_out_the_redistilled_student(
+    rl_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An epoch killed after some of its episodes were stored, the run ended before it and redistilled, then
+    continued: the epoch runs from the redistilled student, so none of the episodes the first student rolled
+    out for it are reused as the new student's (same epoch, task and place in the group)."""
+    copy = _copy(rl_run[0], tmp_path)
+    training = open_training(copy, epochs=2)
+    real, calls = training.plane.record_episode, []
+
+    class Killed(BaseException):
+        pass
+
+    def record(*args: object, **kwargs: object) -> object:
+        if len(calls) == 2:
+            raise Killed
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training.plane, "record_episode", record)
+    with pytest.raises(Killed):
+        training.run_epoch(2)
+    training.close()
+    ended = open_training(copy, epochs=1)  # the run ended at its first epoch instead, and redistilled
+    try:
+        redistilled = ended.redistill(60)
+        assert redistilled is not None and redistilled.metrics["val/decision"] != "worse"
+    finally:
+        ended.close()
+    more = open_training(copy, epochs=2)
+    try:
+        report = more.run_epoch(2)
+        trained_from = report.metrics["checkpoint"]
+        window = more.plane.state.lineage.checkpoints[trained_from].data_window
+        versions = {e.policy_version for e in load_episodes(more.plane, window)}
+        active = more.plane.state.lineage.checkpoints[trained_from].parent
+        assert versions == {active}, versions  # every episode trained on is the redistilled student's
     finally:
         more.close()

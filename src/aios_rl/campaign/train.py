@@ -647,7 +647,7 @@ class ShellTraining:
             regime=regime, max_steps=cfg.env.max_steps, workers=cfg.workers, teacher=self.teacher,
             reward_config=cfg.reward, on_group=group_done,
             distinct="states" if cfg.distinct_states else "first" if cfg.distinct_first else "off",
-            name=self._episode_namer(epoch),
+            name=self._episode_namer(epoch, active),
         )
         episodes, groups = batch.training_batch()  # branches train in their task's group; dropped groups do not
         recorded = {e.episode_id: e for e in seen}
@@ -713,23 +713,27 @@ class ShellTraining:
         self.collector.committed(epoch)
         return record
 
-    def _episode_namer(self, epoch: int) -> Callable[[Task, int], str]:
+    def _episode_namer(self, epoch: int, active: str) -> Callable[[Task, int], str]:
         """The ids of epoch ``epoch``'s episodes: derived from the run's namespace (a UUID it stores once),
-        the epoch, the task and the episode's place in its group.
+        the checkpoint that rolls them out (``active``), the epoch, the task and the episode's place in its
+        group.
 
         An epoch killed after some of its episodes were stored runs again from the same seed, so its
         episodes get the ids they were stored under, and recording them again is a no-op: each rollout is
         stored and counted once (ARCHITECTURE.md's exactly-once), and the update, the checkpoint's data
         window and the self-imitation archive name the stored episodes. Should a rollout run again differ
         from the stored one (a wall-clock limit cut it differently), the stored one is kept, counted and
-        trained on.
+        trained on. An epoch that runs again from another checkpoint (the run ended before it and was
+        redistilled, then continued) rolls out another student: its episodes get other ids, and the first
+        student's are not taken for the second's.
         """
         namespace = self.plane.store.get_meta(EPISODE_NAMESPACE_KEY)
         if namespace is None:  # a new run, or one stored before its episodes had derived ids
             namespace = str(uuid.uuid4())
             self.plane.store.set_meta(EPISODE_NAMESPACE_KEY, namespace)
         root = uuid.UUID(namespace)
-        return lambda task, index: str(uuid.uuid5(root, f"epoch/{epoch}/task/{task.task_id}/{index}"))
+        prefix = f"{active}/epoch/{epoch}/task"
+        return lambda task, index: str(uuid.uuid5(root, f"{prefix}/{task.task_id}/{index}"))
 
     def _stored_episode(self, episode_id: str) -> Episode | None:
         """The episode ``episode_id`` if an earlier attempt of this epoch recorded it already, else None."""
