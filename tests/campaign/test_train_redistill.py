@@ -367,3 +367,31 @@ def test_an_epoch_run_again_after_a_redistillation_rolls_out_the_redistilled_stu
         assert versions == {active}, versions  # every episode trained on is the redistilled student's
     finally:
         more.close()
+
+
+def test_redistilling_refuses_while_an_epoch_committed_before_a_kill_is_unfinished(
+    rl_run, tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]]
+) -> None:
+    """Epoch 2 killed after its checkpoint's commit and before its line, the run ended at epoch 1: the
+    redistillation would train on top of epoch 2's update and drop its record, so epoch 2 ran a second time
+    (its rollouts spent twice) when the run went on. It refuses and says how to finish the epoch."""
+    copy = _copy(rl_run[0], tmp_path)
+    training = open_training(copy, epochs=2)
+    killed = kill_once(train_module, "append_metrics")
+    with pytest.raises(killed):
+        training.run_epoch(2)
+    committed = training.plane.store.get_meta(PENDING_EPOCH_KEY)["checkpoint"]
+    training.close()
+    ended = open_training(copy, epochs=1)
+    try:
+        with pytest.raises(ConfigError, match="--epochs 2"):
+            ended.redistill(60)
+    finally:
+        ended.close()
+    more = open_training(copy, epochs=2)
+    try:
+        report = more.run_epoch(2)
+        assert report.checkpoint == committed  # finished, not trained again
+        assert [r["phase"] for r in read_metrics(copy / "metrics.jsonl")].count("rl") == 2
+    finally:
+        more.close()

@@ -470,7 +470,8 @@ class ShellTraining:
         calling again finishes it (gate and line) instead of distilling a second student on top of the first.
 
         Raises:
-            ConfigError: ``passes`` below 1, or not every epoch of the run has been trained.
+            ConfigError: ``passes`` below 1, not every epoch of the run has been trained, or an epoch past
+                them committed its checkpoint before a kill and is not finished.
             LineageError: the lineage is frozen.
         """
         passes = self.config.redistill_passes if passes is None else passes
@@ -484,6 +485,13 @@ class ShellTraining:
                 end_here = f", or end the run at {done} (`aios-rl shell train --run {run} --epochs {done}`)"
             raise ConfigError(f"{run} has trained {done} of its {self.config.epochs} epochs; finish them "
                               f"(`aios-rl shell train --run {run}`){end_here} before redistilling")
+        pending = self.plane.store.get_meta(PENDING_EPOCH_KEY)
+        if pending and pending["phase"] in EPOCH_PHASES and self._unfinished(pending["epoch"]) is not None:
+            # its update is the active student's, and the redistillation's record would replace its own
+            run, epoch = self.plane.run_dir, pending["epoch"]
+            raise ConfigError(f"{run}: epoch {epoch} committed its checkpoint {pending['checkpoint']} but "
+                              f"was killed before its metrics line; finish it (`aios-rl shell train --run "
+                              f"{run} --epochs {epoch}`) before redistilling")
         started = time.perf_counter()
         record = resumed = self._unfinished(done, phase="redistill")
         if record is None:
