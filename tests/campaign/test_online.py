@@ -86,7 +86,7 @@ def test_a_start_refused_for_its_teacher_can_be_retried_with_another(tmp_path: P
         campaign.close()
 
 
-def test_a_start_refused_for_its_student_can_be_retried_with_another(tmp_path: Path) -> None:
+def test_a_start_refused_for_its_student_commits_no_campaign(tmp_path: Path) -> None:
     # A campaign's student used to be built only when it ran, after the campaign was committed, so a
     # causal-lm student without a model (or a misspelt student setting) left a campaign that could
     # neither start again ("already holds a campaign") nor resume with the corrected --config.

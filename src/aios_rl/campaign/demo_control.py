@@ -92,7 +92,8 @@ def run_control_demo(run_dir: Path, report: Report) -> ControlPlane:
             parent = plane.state.lineage.active
             plane.save_checkpoint(new_id, model.state_dict(), {"loss": loss}, parent=parent)
             plane.complete_update(new_id)
-            report(f"epoch {plane.state.ledger.current.epoch} ({label}): update loss={loss:.4f} -> {pointers()}")
+            epoch = plane.state.ledger.current.epoch
+            report(f"epoch {epoch} ({label}): update loss={loss:.4f} -> {pointers()}")
             for outcome in outcomes:
                 task += 1
                 episode = _episode(task, new_id, outcome, parent)

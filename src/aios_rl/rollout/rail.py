@@ -308,7 +308,8 @@ class RailController:
         # High entropy: above the quantile, or tied with the window's maximum (when many past steps share
         # the top value, e.g. all equal, the quantile is that maximum and no step could be above it). A
         # step with zero entropy offered no choice and is never high.
-        high = info.entropy > float(np.quantile(past, c.heuristic_quantile)) or info.entropy >= float(past.max())
+        threshold = float(np.quantile(past, c.heuristic_quantile))
+        high = info.entropy > threshold or info.entropy >= float(past.max())
         if not high or info.entropy <= 0.0:
             return NULL_ARM
         ladder = sorted(c.arm_budgets)
