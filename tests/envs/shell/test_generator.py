@@ -229,16 +229,21 @@ def test_scale():
 '''
 
 
+def _shapes_repo(repo: Path) -> Path:
+    """A repository of one module (SHAPES) and its tests (SHAPES_TESTS) at ``repo``."""
+    (repo / "tests").mkdir(parents=True)
+    (repo / "shapes.py").write_text(SHAPES)
+    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    return repo
+
+
 def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
                    check=True, capture_output=True)
 
 
 def test_tasks_from_a_git_repo(tmp_path: Path, sandbox) -> None:
-    repo = tmp_path / "my proj"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "shapes.py").write_text(SHAPES)
-    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    repo = _shapes_repo(tmp_path / "my proj")
     (repo / ".gitignore").write_text("junk/\n")
     git(repo, "init", "-q")
     git(repo, "add", "-A")
@@ -303,10 +308,7 @@ def test_mutants_run_in_the_sandbox_the_caller_configured(tmp_path: Path) -> Non
     shared = tmp_path / "shared"
     shared.mkdir()
     (shared / "data.txt").write_text("42\n")
-    repo = tmp_path / "proj"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "shapes.py").write_text(SHAPES)
-    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    repo = _shapes_repo(tmp_path / "proj")
     (repo / "tests" / "test_data.py").write_text(
         f"def test_data():\n    assert open({str(shared / 'data.txt')!r}).read() == '42\\n'\n"
     )
@@ -361,10 +363,7 @@ def test_snapshot_of_a_non_git_tree_leaves_special_files_out(tmp_path: Path) -> 
 
 
 def test_tasks_from_a_repo_whose_passing_tests_are_not_pytest_say_so(tmp_path: Path, sandbox) -> None:
-    repo = tmp_path / "proj"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "shapes.py").write_text(SHAPES)
-    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    repo = _shapes_repo(tmp_path / "proj")
     with pytest.raises(EnvError) as caught:
         generate_from_repo(repo, ["python", "-c", "print('OK')"], tmp_path / "o", GeneratorConfig(count=2),
                            sandbox=sandbox)
@@ -379,10 +378,7 @@ def test_tasks_from_a_repo_into_its_own_subdirectory_leave_earlier_tasks_out(
 ) -> None:
     # `tasks-from-repo . --out tasks --force` again: the previous task set lies in the working tree, with
     # its manifests (reference patches) and whole repository copies; none of it belongs in the new tasks.
-    repo = tmp_path / "proj"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "shapes.py").write_text(SHAPES)
-    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    repo = _shapes_repo(tmp_path / "proj")
     if is_git:
         git(repo, "init", "-q")
     out = repo / "tasks"
@@ -414,10 +410,7 @@ def test_a_generation_killed_while_writing_leaves_no_partial_task_set(
 ) -> None:
     # Tasks were written one by one into --out itself: a kill after two of three left a task set of two
     # without benchmark.json, which `shell train --tasks` and the benchmarks then used as if complete.
-    repo = tmp_path / "proj"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "shapes.py").write_text(SHAPES)
-    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    repo = _shapes_repo(tmp_path / "proj")
     out = tmp_path / "out"
     if force:  # a previous task set that --force replaces
         (out / "t1").mkdir(parents=True)
@@ -443,10 +436,7 @@ def test_a_force_generation_killed_while_replacing_the_old_set_leaves_no_part_of
 ) -> None:
     # --force cleared the previous set entry by entry before the rename: a kill in between left some of its
     # tasks (and here its benchmark.json, which sorts after them) as if they were the whole set.
-    repo = tmp_path / "proj"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "shapes.py").write_text(SHAPES)
-    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    repo = _shapes_repo(tmp_path / "proj")
     out = tmp_path / "out"
     old = ["aio-1", "aio-2", "aio-3"]
     for name in old:
@@ -485,10 +475,7 @@ def test_tasks_into_a_mount_point_are_written_inside_it(
     # A container's volume (docker run -v ...:/tasks, --out /tasks) is a mount point: renaming a directory
     # onto it or away from it fails with EBUSY, so the set built beside it could not be put in place (an
     # OSError traceback after the whole mining). As the kernel does (a real tmpfs mount behaves the same):
-    repo = tmp_path / "proj"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "shapes.py").write_text(SHAPES)
-    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    repo = _shapes_repo(tmp_path / "proj")
     out = tmp_path / "volume"
     out.mkdir()
     real_ismount, real_replace = os.path.ismount, os.replace
@@ -516,10 +503,7 @@ def test_tasks_into_a_directory_whose_parent_is_not_writable_are_written_inside_
     # --out /srv/tasks, the user's own, in a /srv they cannot write: the set cannot be built beside it (a
     # PermissionError after the whole mining), so it is built inside it, as for a mount point. Root may
     # write anywhere, so the parent's permission is what os.access answers here.
-    repo = tmp_path / "proj"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "shapes.py").write_text(SHAPES)
-    (repo / "tests" / "test_shapes.py").write_text(SHAPES_TESTS)
+    repo = _shapes_repo(tmp_path / "proj")
     parent = tmp_path / "srv"
     out = parent / "tasks"
     out.mkdir(parents=True)
