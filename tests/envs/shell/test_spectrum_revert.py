@@ -50,6 +50,11 @@ def test_rank_fractions_and_argv() -> None:
     assert spectrum_argv(["make", "test"]) is None
     argv = spectrum_argv(["python", "-m", "pytest", "-q", "tests"])
     assert argv is not None and argv[:2] == ["python", "-c"] and argv[3:5] == ["-q", "tests"]
+    # Any python the reporter accepts is traced too (a python3 task got a report but no line features).
+    for python in ("python3", "/usr/bin/python3.11"):
+        argv = spectrum_argv([python, "-m", "pytest", "tests"])
+        assert argv is not None and argv[:2] == [python, "-c"] and argv[3] == "tests"
+    assert spectrum_argv(["python3", "-m", "unittest"]) is None
 
 
 def test_revert_parses_in_text_and_json_forms() -> None:

@@ -173,9 +173,17 @@ def reporter_argv(
     Only that form: ``python -c`` puts the working copy first on ``sys.path`` as ``python -m`` does, while a
     ``pytest`` script would not, so rewriting one could change what the tests import.
     """
-    if len(argv) < 3 or not _PYTHON.match(PurePosixPath(argv[0]).name) or list(argv[1:3]) != ["-m", "pytest"]:
+    if not is_python_pytest(argv):
         return None
     return [argv[0], "-c", REPORTER, report, *argv[3:], *extra]
+
+
+def is_python_pytest(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is ``python -m pytest ...`` (any ``python``, ``python3``, ``python3.11``, by path or
+    not): the form an in-process reporter or tracer can run as ``python -c CODE ...`` unchanged."""
+    if len(argv) < 3 or list(argv[1:3]) != ["-m", "pytest"]:
+        return False
+    return bool(_PYTHON.match(PurePosixPath(argv[0]).name))
 
 
 def new_report_name() -> str:

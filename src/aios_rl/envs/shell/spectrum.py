@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aios_rl.contracts.errors import EnvError
+from aios_rl.envs.shell.pytest_output import is_python_pytest
 
 SPECTRUM_FILE = ".aios-line-spectrum.json"
 
@@ -91,10 +92,11 @@ class LineSpectrum:
 
 
 def spectrum_argv(test_command: Sequence[str]) -> list[str] | None:
-    """The traced form of a ``python -m pytest ...`` command, or None for other test commands."""
-    if len(test_command) < 3 or tuple(test_command[:3]) != ("python", "-m", "pytest"):
+    """The traced form of a ``python -m pytest ...`` command (any python, as
+    :func:`~aios_rl.envs.shell.pytest_output.is_python_pytest` reads it), or None for other test commands."""
+    if not is_python_pytest(test_command):
         return None
-    return ["python", "-c", TRACER, *test_command[3:], "-q", "-p", "no:cacheprovider"]
+    return [test_command[0], "-c", TRACER, *test_command[3:], "-q", "-p", "no:cacheprovider"]
 
 
 def parse_spectrum(text: str) -> LineSpectrum:
