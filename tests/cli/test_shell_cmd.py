@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from aios_rl.cli.main import app
@@ -86,3 +88,22 @@ def test_check_and_import_of_a_directory_without_tasks_are_errors(tmp_path: Path
         message = str(result.exception)
         assert "no task directories" in message and "manifest.json" in message and "repo/" in message
     assert not (tmp_path / "out").exists()
+
+
+def test_eval_samples_at_temperature_0_warn_that_they_repeat_one_episode(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Greedy decoding is deterministic: --samples 4 without --temperature ran the same episode four times per
+    # task and said nothing (the help text alone told). The uniform baseline samples at any temperature.
+    from aios_rl.campaign.shell_eval import run_shell_eval
+    from aios_rl.contracts.errors import StorageError
+
+    for policy, warned in (("checkpoint", True), ("uniform", False)):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING), pytest.raises(StorageError):
+            run_shell_eval(tmp_path / "no-run", samples=4, policy_kind=policy)
+        assert ("same episode 4 times" in caplog.text) is warned
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), pytest.raises(StorageError):
+        run_shell_eval(tmp_path / "no-run", samples=4, temperature=1.0)
+    assert "same episode" not in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,8 @@ from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.uniform import UniformPolicy
+
+log = logging.getLogger(__name__)
 
 TASKS_DIR_KEY = "tasks_dir"
 
@@ -54,6 +57,9 @@ def run_shell_eval(
     if samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {samples}")
     regime = GREEDY if temperature == 0 else DecodingRegime(name="sampled", temperature=temperature)
+    if samples > 1 and temperature == 0 and policy_kind == "checkpoint":
+        log.warning("--samples %d at temperature 0 (greedy) runs the same episode %d times per task; add "
+                    "--temperature 1.0 to estimate the sampled policy's success", samples, samples)
     if not (run / "control.db").is_file():
         raise StorageError(f"{run} is not a run directory (no control.db); train first with `aios-rl shell train`")
     plane = ControlPlane(run, writer=False)
