@@ -59,6 +59,17 @@ def test_clamp():
     assert clamp(5, 0, 3) == 3 and clamp(-1, 0, 3) == 0 and clamp(2, 0, 3) == 2
 '''
 FIXED = CALC.replace("return a - b", "return a + b")
+
+
+def with_parametrised_tests(tests: str, count: int, check: str = "i >= 0") -> str:
+    """``tests`` plus one test parametrised ``count`` times under a long name (``assert check``): a suite
+    whose -rA summary, spectrum or report is large."""
+    return tests + (
+        f"\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range({count}))\n"
+        f"def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert {check}\n"
+    )
+
+
 TEST_COMMAND = ["python", "-m", "pytest", "-q", "tests"]
 TARGETS = ["tests/test_calc.py::test_add", "tests/test_calc.py::test_add_negative"]
 
@@ -584,10 +595,7 @@ def test_a_suite_whose_summary_alone_passes_the_sandbox_cap_is_judged_whole(
 ) -> None:
     # -rA lists every test: 900 ids are about 60 KiB, more than the sandbox keeps of a command's output
     # (64 KiB, its first and last halves), so a test run keeps more (test_output_cap_bytes).
-    many = TESTS + (
-        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(900))\n"
-        "def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert i >= 0\n"
-    )
+    many = with_parametrised_tests(TESTS, 900)
     task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": many})
     env = ShellBugfixEnv(sandbox=sandbox)
     try:
@@ -613,10 +621,7 @@ def test_a_suite_whose_summary_passes_the_test_output_cap_is_judged_by_its_repor
 ) -> None:
     # The -rA summary of 400 long ids is about 30 KiB: with an 8 KiB cap the sandbox keeps its first and
     # last 4 KiB, so most PASSED lines never reach the host. The verdict comes from the run's report file.
-    many = TESTS + (
-        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(400))\n"
-        "def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert i >= 0\n"
-    )
+    many = with_parametrised_tests(TESTS, 400)
     task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": many})
     env = ShellBugfixEnv(ShellEnvConfig(test_output_cap_bytes=8192), sandbox=sandbox)
     try:

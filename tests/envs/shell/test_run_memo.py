@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_env import CALC, TESTS, make_task
+from test_env import CALC, TESTS, make_task, with_parametrised_tests
 
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.mutate import unified_diff
@@ -162,10 +162,7 @@ def test_a_run_with_more_output_than_the_memo_keeps_is_run_again(
 def test_a_recalled_run_brings_its_test_report_back(tmp_path: Path, sandbox: CountingSandbox) -> None:
     # 400 passing ids are more than an 8 KiB output cap keeps: only the report counts them all, so a recall
     # that handed back the output alone would see fewer passing tests than the run it recalls.
-    many = TESTS + (
-        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(400))\n"
-        "def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert i >= 0\n"
-    )
+    many = with_parametrised_tests(TESTS, 400)
     task = make_task(tmp_path, files={"calc.py": _unique(CALC), "tests/test_calc.py": many}, oracle=False)
     env = ShellBugfixEnv(ShellEnvConfig(line_spectrum=False, test_output_cap_bytes=8192), sandbox=sandbox)
     try:

@@ -14,7 +14,7 @@ from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.mutate import unified_diff
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from aios_rl.envs.shell.spectrum import LineSpectrum, parse_spectrum, rank_fractions, spectrum_argv
-from test_env import CALC, FIXED, TESTS, make_task
+from test_env import CALC, FIXED, TESTS, make_task, with_parametrised_tests
 
 
 @pytest.fixture(scope="module")
@@ -164,10 +164,7 @@ def test_a_test_that_changes_directory_is_traced_as_it_runs(tmp_path: Path, sand
 def test_a_spectrum_bigger_than_the_copy_cap_leaves_is_still_read(tmp_path: Path, sandbox: Sandbox) -> None:
     # 400 traced tests make a spectrum of about 60 KB, more than the room the 40 KB copy cap leaves: the
     # spectrum is the environment's file, read before the size check undoes what the run left in the copy.
-    many = TESTS + (
-        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(400))\n"
-        "def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert clamp(i, 0, 3) <= 3\n"
-    )
+    many = with_parametrised_tests(TESTS, 400, check="clamp(i, 0, 3) <= 3")
     task = make_task(tmp_path, files={"calc.py": CALC, "tests/test_calc.py": many})
     env = ShellBugfixEnv(ShellEnvConfig(max_copy_bytes=40_000), sandbox=sandbox)
     try:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from test_env import with_parametrised_tests
 
 from aios_rl.contracts.errors import ContractError
 from aios_rl.envs.shell.mutate import unified_diff
@@ -291,10 +292,7 @@ def test_parse_pytest_keeps_a_parametrised_id_holding_a_dash_whole() -> None:
 def test_a_suite_whose_summary_passes_the_output_cap_is_judged_by_its_report(tmp_path: Path) -> None:
     # 400 failing ids with long names make a short summary of about 50 KiB: an 8 KiB cap keeps its last
     # 4 KiB only, so test_add's FAILED line (the first) never reaches the host. The report file names it.
-    many = TESTS + (
-        "\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(400))\n"
-        "def test_one_of_a_very_large_suite_with_a_long_name(i):\n    assert add(i, 1) == i + 1\n"
-    )
+    many = with_parametrised_tests(TESTS, 400, check="add(i, 1) == i + 1")
     small = Sandbox(validation_sandbox().config.model_copy(update={"output_cap_bytes": 8192}))
     task = make_task(tmp_path, "large", BUGGY, unified_diff(BUGGY, GOOD, "calc.py"), target_tests=[ADD_ID],
                      tests=many)
