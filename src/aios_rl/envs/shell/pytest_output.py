@@ -242,21 +242,22 @@ def judged_run(
     return parse_pytest(output, returncode, timed_out=timed_out)
 
 
-def reported_run(report: RunReport, output: str, *, timed_out: bool = False) -> SuiteRun:
+def reported_run(report: RunReport, output: str) -> SuiteRun:
     """The run as its report says, with what only the text holds (counts, frames) read from ``output``.
 
     ``passing`` and ``failing`` are what :func:`parse_pytest` reads from a whole -rA summary (``passed`` and
     ``xpassed``; ``error`` then ``failed``), the exit status is the one pytest returned, and the run is
-    complete when pytest returned 0 or 1 (a verdict on every test) or printed its final line.
+    complete when pytest returned 0 or 1 (a verdict on every test) or printed its final line. (A run that
+    timed out is judged from its text: :func:`judged_run`.)
     """
-    text = parse_pytest(output, report.exitstatus, timed_out=timed_out)
+    text = parse_pytest(output, report.exitstatus)
     outcomes = report.outcomes.items()
     return replace(
         text,
         passing=tuple(node for node, outcome in outcomes if outcome in ("passed", "xpassed")),
         failing=tuple(node for node, outcome in outcomes if outcome == "error")
         + tuple(node for node, outcome in outcomes if outcome == "failed"),
-        complete=not timed_out and (text.complete or report.exitstatus in (0, 1)),
+        complete=text.complete or report.exitstatus in (0, 1),
     )
 
 
