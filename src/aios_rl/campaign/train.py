@@ -811,9 +811,10 @@ class ShellTraining:
 
 
 def _raise_pending_alarm(plane: ControlPlane) -> None:
-    """Record the alarm stored with the last alarming episode, unless its teacher.alarm event is recorded."""
+    """Record the alarm stored with the last alarming episode (a no-op once its teacher.alarm event is: the
+    event id makes it so)."""
     pending = plane.store.get_meta(PENDING_ALARM_KEY)
-    if pending is not None and not plane.store.has_event(pending["event_id"]):
+    if pending is not None:
         plane.raise_alarm(pending["kind"], pending["payload"], event_id=pending["event_id"])
 
 
