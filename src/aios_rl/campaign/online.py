@@ -145,7 +145,6 @@ class OnlineCampaign:
             self._fresh: Policy | None = None
             if meta is not None:
                 self._fresh = make_student(self.config.student, seed=self.config.seed)
-            if meta is not None:
                 # One meta commit makes the campaign, once everything it runs with could be built: a start
                 # refused before it (a bad teacher, sandbox or student setting) leaves a store a corrected
                 # one redoes.
