@@ -239,7 +239,7 @@ class _Group:
         # Everything after the initial rollouts is drawn from the batch through the group's own counter.
         self.budget = self.batch_budget.sub(self.plan.cap - self.plan.initial)
         self._anchors: list[tuple[int, int, int]] = []  # heap of (step, arrival, member index)
-        self._arrivals = self._trees = self._expand_round = self._finish_round = self._named = 0
+        self._arrivals = self._trees = self._expand_round = self._finish_round = 0
         self._open: BranchPlan | None = None
 
     def fresh(self, n: int, seeds: random.Random) -> list[RolloutJob]:
@@ -256,9 +256,9 @@ class _Group:
 
     def _add(self, rollout: Rollout, forks: bool) -> None:
         if self.name is not None:  # before any branch of it is forked, so its branches name it so too
-            episode_id = self.name(self.task, self._named)
+            arrived = len(self.discarded) + len(self.members)  # every episode the group has had so far
+            episode_id = self.name(self.task, arrived)
             rollout.episode = rollout.episode.model_copy(update={"episode_id": episode_id})
-            self._named += 1
         j, fork, length = len(self.members), rollout.job.fork, len(rollout.episode.trajectory)
         if fork is None:
             tree, first = self._trees, 1
