@@ -7,6 +7,7 @@ metadata, the other has them removed. The same action sequence runs on both, in 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from aios_rl.contracts.episode import Observation, Task
 from aios_rl.envs.base import find_oracle_text, oracle_payload_strings
@@ -56,11 +57,14 @@ def _task(root: Path, *, with_oracle: bool) -> Task:
     return manifest.to_task(write_task(root / "tasks", manifest, src))
 
 
-def _episode(env: ShellBugfixEnv, task: Task, plan: list[str]) -> list[Observation]:
+def _episode(
+    env: ShellBugfixEnv, task: Task, plan: list[str], infos: list[dict[str, Any]]
+) -> list[Observation]:
     observations = [env.reset(task, seed=task.seed)]
     for action in plan:
         result = env.step(action)
         observations.append(result.observation)
+        infos.append(result.info)
     return observations
 
 
@@ -79,8 +83,10 @@ def test_observations_do_not_depend_on_or_reveal_the_oracle(tmp_path: Path) -> N
         broken = apply_unified_diff({"calc.py": CALC}, wrong.removeprefix("patch\n"))["calc.py"]
         undo = "patch\n" + unified_diff(broken, CALC, "calc.py")
         plan = [first.candidates[0], "run grep -n def calc.py", wrong, undo, fix]
-        plain = _episode(env, without, plan)
-        told = _episode(env, with_oracle, plan)
+        plain_infos: list[dict[str, Any]] = []
+        told_infos: list[dict[str, Any]] = []
+        plain = _episode(env, without, plan, plain_infos)
+        told = _episode(env, with_oracle, plan, told_infos)
     finally:
         env.close()
 
@@ -91,6 +97,8 @@ def test_observations_do_not_depend_on_or_reveal_the_oracle(tmp_path: Path) -> N
         assert a.candidate_features == b.candidate_features, f"candidate features differ at step {step}"
         assert a.features == b.features, f"features differ at step {step}"
     assert "Tests: 2 passed, 0 failed (all passed)." in told[-1].text  # the plan really ran to the fix
+    # step info (stored with the episode, read by the teacher: e.g. all_tests_passed) is the same too
+    assert told_infos == plain_infos and told_infos[-1]["all_tests_passed"] is True
 
     assert METADATA["description"] in oracle_payload_strings(with_oracle.oracle)
     for step, obs in enumerate(told):

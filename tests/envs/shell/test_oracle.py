@@ -11,8 +11,8 @@ import pytest
 
 from aios_rl.contracts.episode import Episode, Observation, Step, Task, Verification
 from aios_rl.contracts.protocols import Teacher
-from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
-from aios_rl.envs.shell.env import ShellBugfixEnv
+from aios_rl.envs.shell.candidates import REVERT_CANDIDATE, STOP_CANDIDATE
+from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.mutate import apply_mutation, enumerate_mutations, unified_diff
 from aios_rl.envs.shell.oracle import ShellOracle, reference_action, reference_fix
 from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
@@ -244,3 +244,47 @@ def test_a_search_replace_edit_on_a_crlf_file_is_replayed_as_the_environment_app
         env.close()
     signal = ShellOracle().signal(task, _episode([(edit, True)]))
     assert signal.shaping == 1.0 and "hold the reference fix" in signal.critique
+
+
+def test_per_state_targets_say_stop_after_an_alternative_fix_that_passes_every_test(tmp_path: Path) -> None:
+    # With stop_on_pass off, a patch other than the reference that makes every test pass ends the work just
+    # as the reference does: the state after it gets `stop`, not the `revert` that would undo a correct fix.
+    # The environment's verdict (all tests passed, as the observation says) is what tells the oracle.
+    task = _task(tmp_path, unified_diff(CALC, FIXED, "calc.py"))
+    fix = _patch(CALC, FIXED)
+    other = _patch(CALC, CALC.replace("return a - b", "return b + a"))
+    assert other != fix
+    env = ShellBugfixEnv(ShellEnvConfig(stop_on_pass=False), sandbox=Sandbox(SandboxConfig()))
+    try:
+        obs = env.reset(task, seed=0)
+        steps = []
+        for action in [other, "read calc.py", "stop done"]:
+            result = env.step(action)
+            steps.append(Step(observation=obs, action=action, logprob=0.0, entropy=0.0, info=result.info))
+            obs = result.observation
+        verification = env.verify()
+    finally:
+        env.close()
+    assert steps[0].info["patch_applied"] and not steps[0].info.get("stop_reason")
+    assert "(all passed)" in steps[1].observation.text and verification.outcome == "success"
+    assert [s.info["all_tests_passed"] for s in steps] == [True, True, True]
+    episode = _episode([]).model_copy(update={"trajectory": steps, "verification": verification})
+    signal = ShellOracle().signal(task, episode)
+    assert signal.reference_actions == [REVERT_CANDIDATE, fix]  # at the opening state, revert is not offered
+    assert signal.step_reference_actions == [[REVERT_CANDIDATE, fix], [STOP_CANDIDATE], [STOP_CANDIDATE]]
+
+
+def test_a_pass_won_by_editing_the_tests_is_not_a_state_to_stop_at(tmp_path: Path) -> None:
+    # The verifier judges with the tests as they were at reset, so tests that pass only because the episode
+    # changed them do not make `stop` the right target: `revert` (then the fix) stays.
+    task = _task(tmp_path, unified_diff(CALC, FIXED, "calc.py"))
+    fix, other = _patch(CALC, FIXED), _patch(CALC, CALC.replace("return a - b", "return b + a"))
+    cheat = "patch\n" + unified_diff(TESTS, TESTS.replace("== 5", "== -1"), "tests/test_calc.py")
+    passed = {"patch_applied": True, "action_kind": "patch", "all_tests_passed": True}
+    steps = [Step(observation=Observation(text="obs"), action=a, logprob=0.0, entropy=0.0, info=info)
+             for a, info in [(cheat, passed), ("read calc.py", {"all_tests_passed": True}),
+                             (REVERT_CANDIDATE, {"action_kind": "revert", "all_tests_passed": False}),
+                             (other, passed), ("stop", {"all_tests_passed": True})]]
+    signal = ShellOracle().signal(task, _episode([]).model_copy(update={"trajectory": steps}))
+    both = [REVERT_CANDIDATE, fix]
+    assert signal.step_reference_actions == [both, both, both, both, [STOP_CANDIDATE]]

@@ -9,7 +9,9 @@ A patch candidate already applied to the very same working copy (e.g. before a r
 At reset a pytest suite is also run once under a line tracer (:mod:`~aios_rl.envs.shell.spectrum`), whose
 per-line failing/passing counts give the patch candidates a line-level suspicion feature. Step rewards are 0: the control plane fuses the
 terminal reward from :meth:`~ShellBugfixEnv.verify` later (ARCHITECTURE §5); ``config.step_penalty`` is
-only reported in ``info``.
+only reported in ``info``. ``info`` also repeats the latest test results the observation shows:
+``tests_passed`` / ``tests_failed`` (counts) and ``all_tests_passed`` (the summary's "all passed"), which the
+oracle reads to target ``stop`` at a passing state when ``config.stop_on_pass`` is off.
 
 Observations are deterministic functions of the episode state (durations and addresses in command
 output are masked), so restoring a snapshot and taking the same actions gives the same observations.
@@ -322,7 +324,8 @@ class ShellBugfixEnv:
         truncated = not terminated and (step >= self.config.max_steps or out_of_time)
         info = dict(effect.info, step_penalty=self.config.step_penalty, tests_run=effect.tests is not None,
                     tests_passed=len(latest.passing) if latest else 0,
-                    tests_failed=latest.n_failed if latest else 0)
+                    tests_failed=latest.n_failed if latest else 0,
+                    all_tests_passed=bool(latest and latest.passed))
         if terminated or truncated:
             info["stop_reason"] = ("student_stop" if effect.stop else "tests_passed") if terminated else (
                 "max_steps" if step >= self.config.max_steps else "wall_budget")

@@ -10,7 +10,10 @@ reached by reverting, and a consumer taking the first admissible candidate then 
 every state before the fix, since ``revert`` is offered only while the copy is modified. The signal also
 carries those targets per visited state (``step_reference_actions``, what ``algos.distill`` uses): the
 same list, except ``stop`` at a state whose replayed files already hold the reference fix (reached when
-the environment's ``stop_on_pass`` is off), where ``revert`` would undo the fix.
+the environment's ``stop_on_pass`` is off), where ``revert`` would undo the fix; and ``stop`` as well at a
+state whose latest tests all passed (the environment's ``info["all_tests_passed"]``, what the observation
+shows) with the tests and pytest's set-up as at reset (:func:`~aios_rl.envs.shell.candidates.judge_file`,
+what the verifier restores), so a different fix that passes every test is not reverted either.
 
 Shaping, in [-1, 1]: ``+1`` when the episode's final files hold the reference fix; otherwise ``+0.3`` for
 reading a file the fix changes and ``+0.3`` for patching a function it changes; ``-0.5`` when the
@@ -35,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from aios_rl.contracts.episode import Episode, Task, TeacherSignal, Verification
 from aios_rl.contracts.errors import EnvError
 from aios_rl.envs.shell.actions import Patch, Read, Revert, Run, file_arguments, parse_action
-from aios_rl.envs.shell.candidates import REVERT_CANDIDATE, STOP_CANDIDATE, function_at_line
+from aios_rl.envs.shell.candidates import REVERT_CANDIDATE, STOP_CANDIDATE, function_at_line, judge_file
 from aios_rl.envs.shell.mutate import apply_unified_diff, unified_diff
 from aios_rl.envs.shell.task import REPO
 
@@ -119,9 +122,10 @@ class ShellOracle:
         touched: set[tuple[str, str]] = set()
         patches = 0
         initial = files
-        fixed_at: list[bool] = []  # per visited state: its files hold the reference fix
+        done_at: list[bool] = []  # per visited state: its files hold the reference fix, or pass every test
+        passing = False  # the latest test results, as the state's observation shows them, all passed
         for step in episode.trajectory:
-            fixed_at.append(_holds(files, fix))
+            done_at.append(_holds(files, fix) or (passing and not _judge_files_changed(initial, files)))
             action = parse_action(step.action)
             if isinstance(action, Read):
                 read.add(_norm(action.path))
@@ -133,6 +137,7 @@ class ShellOracle:
                 touched |= changes
             elif isinstance(action, Revert) and step.info.get("action_kind") == "revert":
                 files = initial  # the environment put the working copy back as it was at reset
+            passing = step.info.get("all_tests_passed") is True
         fixed = _holds(files, fix)
         read_right = bool(read & fix.after.keys())
         touched_right = any(q in fix.functions.get(p, ()) for p, q in touched)
@@ -150,13 +155,18 @@ class ShellOracle:
         references = [REVERT_CANDIDATE, fix.action] if patches else [fix.action]
         return TeacherSignal(
             status="complete", backend=BACKEND, critique=critique, reference_actions=references,
-            step_reference_actions=[[STOP_CANDIDATE] if done else references for done in fixed_at],
+            step_reference_actions=[[STOP_CANDIDATE] if done else references for done in done_at],
             shaping=shaping, confidence=1.0, boundary=False, latency_s=time.monotonic() - start,
         )
 
 
 def _holds(files: dict[str, str], fix: ReferenceFix) -> bool:
     return all(files.get(p) == text for p, text in fix.after.items())
+
+
+def _judge_files_changed(initial: dict[str, str], files: dict[str, str]) -> bool:
+    """Whether ``files`` differ from ``initial`` in a file the verifier restores before judging."""
+    return any(judge_file(p) for p in initial.keys() | files.keys() if initial.get(p) != files.get(p))
 
 
 def _replay(files: dict[str, str], patch: Patch) -> tuple[dict[str, str], set[tuple[str, str]]]:
