@@ -223,3 +223,45 @@ def test_a_start_refused_for_its_student_can_be_retried_with_another(
     assert not run.exists()  # refused before the store exists: the corrected command starts afresh
     campaign = OnlineCampaign(run, tmp_path / "tasks", CampaignConfig(teacher="none"))
     campaign.close()
+
+
+def test_an_update_line_carries_the_act_metrics_of_the_students_runs_before_it(
+    tmp_path: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The update line's ``policy/*`` is the mean of what the active student's ``act`` calls reported since
+    the previous line, weighted by their observations (here slot 0's episode, the only run before it)."""
+    from aios_rl.campaign.metrics import read_metrics
+    from aios_rl.campaign.students import StudentConfig
+    from aios_rl.policy.causal_lm import CausalLMStudent
+
+    make_task(tmp_path)
+    reported: list[tuple[int, dict[str, float]]] = []
+    act = CausalLMStudent.act
+
+    def recording(self, observations, *args, **kwargs):  # type: ignore[no-untyped-def]
+        samples = act(self, observations, *args, **kwargs)
+        reported.append((len(observations), dict(self.last_act_metrics)))
+        return samples
+
+    monkeypatch.setattr(CausalLMStudent, "act", recording)
+    before_update: list[int] = []
+    update = OnlineCampaign._update
+    monkeypatch.setattr(OnlineCampaign, "_update", lambda self: (before_update.append(len(reported)),
+                                                                 update(self))[1])
+    student = StudentConfig(kind="causal-lm", model_path=str(model_dir), causal_lm={"max_prompt_tokens": 320})
+    config = CampaignConfig.model_validate({
+        "teacher": "none", "max_tasks": 2, "warm_start_epochs": 0, "student": student.model_dump(),
+        "env": {"max_steps": 2, "max_candidates": 3},
+        "control": ControlConfig(ledger=LedgerConfig(batch_size=1)).model_dump(),
+    })
+    campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        campaign.run()
+    finally:
+        campaign.close()
+    [line] = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["phase"] == "campaign_update"]
+    acts = reported[: before_update[0]]
+    assert acts and all(m.keys() == {"policy/prompt_truncated_frac"} for _, m in acts)
+    share = sum(n * m["policy/prompt_truncated_frac"] for n, m in acts) / sum(n for n, _ in acts)
+    assert line["policy/prompt_truncated_frac"] == pytest.approx(share)
+    assert share > 0  # a 320-token limit cuts the prompts: a number a missing key would not show

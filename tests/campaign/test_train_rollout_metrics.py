@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from aios_rl.campaign.metrics import read_metrics
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, open_training
 
@@ -39,3 +41,38 @@ def test_epoch_ledgers_are_per_epoch_in_one_process_and_after_a_resume(tmp_path:
     # the student picks among the candidates, so the environment refused nothing; the count is written anyway
     refused = [(r["rollout/invalid_actions"], r["rollout/total_invalid_actions"]) for r in records]
     assert refused == [(0, 0)] * 3
+    # the compact student reports no act metrics, so no policy/* key is made up for it
+    assert not [key for r in records for key in r if key.startswith("policy/")]
+
+
+def test_an_lm_writing_its_actions_reports_its_act_metrics_per_epoch(tmp_path: Path, model_dir: Path) -> None:
+    """`policy/*` is the epoch's mean of what each `act` call reported, weighted by its observations: the
+    share of the epoch's answers that were not one JSON action, not the mean of the calls' shares."""
+    make_task(tmp_path)
+    config = ShellTrainConfig.model_validate({
+        "epochs": 1, "tasks_per_epoch": 1, "group_size": 2, "workers": 1, "teacher": "none",
+        "warm_start_epochs": 0, "env": {"max_steps": 2, "max_candidates": 4},
+        "student": {"kind": "causal-lm", "model_path": str(model_dir), "lm_mode": "generate",
+                    "causal_lm": {"max_prompt_tokens": 1536, "max_new_tokens": 8}},
+        "trainer": {"minibatch_size": 16, "update_epochs": 1},
+    })
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    reported: list[tuple[int, dict[str, float]]] = []
+    act = training.policy.act
+
+    def recording(observations, *args, **kwargs):  # type: ignore[no-untyped-def]
+        samples = act(observations, *args, **kwargs)
+        reported.append((len(observations), dict(training.policy.last_act_metrics)))
+        return samples
+
+    training.policy.act = recording  # type: ignore[method-assign]
+    try:
+        training.run_epoch(1)
+    finally:
+        training.close()
+    [record] = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    observations = sum(n for n, _ in reported)
+    assert reported and observations == record["rollout/env_steps"]
+    for key in ("policy/non_json_frac", "policy/answer_truncated_frac", "policy/prompt_truncated_frac"):
+        assert record[key] == pytest.approx(sum(n * m[key] for n, m in reported) / observations)
+    assert 0.0 <= record["policy/non_json_frac"] <= 1.0

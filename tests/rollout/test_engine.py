@@ -92,6 +92,7 @@ class ToyPolicy:
 
     def __init__(self, counts: Counts) -> None:
         self.counts = counts
+        self.last_act_metrics: dict[str, float] = {}
 
     def act(self, observations, environments, regime, generator=None):
         self.counts.acts += 1

@@ -49,6 +49,9 @@ class ScriptedPolicy:
 
     hidden_size = 1
 
+    def __init__(self) -> None:
+        self.last_act_metrics: dict[str, float] = {}
+
     def act(self, observations, environments, regime, generator=None):
         out = []
         for obs in observations:
@@ -90,6 +93,7 @@ class Writer:
 
     def __init__(self, actions: list[str]) -> None:
         self.actions = iter(actions)
+        self.last_act_metrics: dict[str, float] = {}
 
     def act(self, observations, environments, regime, generator=None):
         return [ActionSample(next(self.actions), None, 0.0, 0.0, 0.0, hidden=(0.0,)) for _ in observations]

@@ -82,6 +82,7 @@ from aios_rl.control.replay import route_episode
 from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.policy.base import Policy
+from aios_rl.rollout.budget import ActMetrics
 from aios_rl.rollout.runner import run_group
 from aios_rl.teacher.gateway import checked_backends, teacher_backends
 
@@ -162,6 +163,9 @@ class OnlineCampaign:
         self.comparator = get_comparator("shell")
         self._policies: dict[str, Policy] = {}
         self._sources: dict[str, str] = {}
+        # What the active student reported about its acts since the last update line (in this process: a
+        # resumed campaign counts from its restart); the next update line carries their policy/* means.
+        self.act_metrics = ActMetrics()
         self.cursor = find_cursor(self.plane.store, self.campaign_id)
         self._write_pending_update()
 
@@ -279,8 +283,12 @@ class OnlineCampaign:
             self._policies[checkpoint_id] = restore_student(meta["policy"], tensors)
         return self._policies[checkpoint_id]
 
-    def _episode(self, task: Task, seed: int, checkpoint_id: str, policy: Policy, episode_id: str) -> Episode:
-        """One episode of ``task`` under a checkpoint; an environment that cannot run gives a blocked one."""
+    def _episode(
+        self, task: Task, seed: int, checkpoint_id: str, policy: Policy, episode_id: str,
+        act_metrics: ActMetrics | None = None,
+    ) -> Episode:
+        """One episode of ``task`` under a checkpoint; an environment that cannot run gives a blocked one.
+        ``act_metrics`` receives what the policy reports about its acts (``run_group``)."""
         try:
             episode = run_group(
                 self.make_env,
@@ -294,6 +302,7 @@ class OnlineCampaign:
                 teacher=self.teacher,
                 reward_config=self.config.reward,
                 workers=1,
+                act_metrics=act_metrics,
             )[0]
         except AiosRlError as exc:  # env/sandbox boundary: the slot is recorded as a blocked episode
             log.warning("task %s under %s could not run: %s", task.task_id, checkpoint_id, exc)
@@ -331,10 +340,10 @@ class OnlineCampaign:
             ref_id = reference_episode_id(self.campaign_id, episode_id)
             with ThreadPoolExecutor(max_workers=1) as pool:
                 ref_future = pool.submit(self._episode, task, seed, reference, ref_policy, ref_id)
-                episode = self._episode(task, seed, active, policy, episode_id)
+                episode = self._episode(task, seed, active, policy, episode_id, self.act_metrics)
                 ref_episode = ref_future.result()
         else:
-            episode = self._episode(task, seed, active, policy, episode_id)
+            episode = self._episode(task, seed, active, policy, episode_id, self.act_metrics)
         episode = self._admit(task, episode, before)
         event_id = slot_event_id(self.campaign_id, k)
         comparison = None
@@ -390,7 +399,9 @@ class OnlineCampaign:
             calls["candidate"] += 1
             if calls["candidate"] > 1:
                 policy = self.policy(active)
-                latest["candidate"] = self._episode(task, seed, active, policy, episode.episode_id)
+                latest["candidate"] = self._episode(
+                    task, seed, active, policy, episode.episode_id, self.act_metrics
+                )
             return _verification(latest["candidate"])
 
         def run_reference() -> Verification:
@@ -471,8 +482,9 @@ class OnlineCampaign:
             "replay/positive": len(data.positive),
             "replay/neutral": len(data.neutral),
             "replay/negative": len(data.negative),
-        } | metrics
+        } | self.act_metrics.means() | metrics
         self.plane.complete_update(checkpoint_id, meta={PENDING_UPDATE_KEY: record})
+        self.act_metrics = ActMetrics()
         self._write_pending_update()
         self.on_event("update", {"epoch": epoch.epoch, "checkpoint": checkpoint_id, "drill": drilled})
         if self.config.drill == "crash-after-update" and number == self.config.drill_at:

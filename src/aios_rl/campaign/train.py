@@ -713,7 +713,8 @@ class ShellTraining:
             "teacher/failures": teacher_failures,
             "teacher/disagreement_rate": self.monitor.rate,
             "time/phase_s": time.perf_counter() - started,
-        } | stats.metrics() | batch.ledger.metrics() | self.collector.metrics()  # the epoch's, the run's
+        } | stats.metrics() | batch.act_metrics.means() | batch.ledger.metrics() | self.collector.metrics()
+        # batch: the epoch's (policy/*: weighted by the observations of each act call); collector: the run's
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
         checkpoint = self._checkpoint(record["phase"], [e.episode_id for e in episodes],
                                       with_meta=self.collector.state_meta(epoch) | committed)

@@ -73,9 +73,17 @@ class Policy(Protocol):
     candidates draws distinct ones for the rows of a group while it can (``policy.sampling``), so a GRPO
     group's first actions differ; ``drawn`` (optional) holds what each group drew in earlier calls, to be
     excluded too and updated in place. The rollout runner passes them only when asked to (``distinct``).
+
+    ``last_act_metrics`` holds ``policy/*`` numbers about the latest ``act`` call, each a share of that
+    call's observations (the LM student's ``policy/non_json_frac``: answers that are not one JSON action);
+    a policy with nothing to report keeps it empty. The rollout runner reads it after every ``act`` call and
+    averages it over a run (``rollout.budget.ActMetrics``), so it reaches each epoch's metrics line.
     """
 
     hidden_size: int
+
+    @property
+    def last_act_metrics(self) -> dict[str, float]: ...
 
     def act(
         self,

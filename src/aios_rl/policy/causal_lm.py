@@ -221,7 +221,8 @@ class CausalLMStudent:
         last_act_metrics: ``policy/*`` fractions from the latest ``act`` call (``non_json_frac``: answers
             that are not one JSON action, whether or not the environment takes them; which actions it
             refused is the rollout ledger's ``rollout/invalid_actions``; ``answer_truncated_frac``: answers
-            cut at ``max_new_tokens``; ``prompt_truncated_frac``), also logged as a warning.
+            cut at ``max_new_tokens``; ``prompt_truncated_frac``), also logged as a warning; the rollout
+            runner averages them into each epoch's metrics line (``rollout.budget.ActMetrics``).
 
     Example:
         >>> student = CausalLMStudent(CausalLMStudentConfig(model_path="/models/tiny"))  # doctest: +SKIP

@@ -168,6 +168,7 @@ class CompactStudent(nn.Module):
         super().__init__()
         self.config = cfg = config if config is not None else CompactStudentConfig()
         self.hidden_size = cfg.hidden_size
+        self.last_act_metrics: dict[str, float] = {}  # nothing to report: it only picks among candidates
         self.text_hasher = TextHasher(
             cfg.buckets,
             cfg.char_ngram,

@@ -19,6 +19,11 @@ class UniformPolicy:
 
     hidden_size = 0
 
+    @property
+    def last_act_metrics(self) -> dict[str, float]:
+        """Always empty: a uniform draw has nothing to report (a property, so subclasses need no init)."""
+        return {}
+
     def act(
         self,
         observations: Sequence[Observation],

@@ -1,9 +1,10 @@
 """The budget ledger: every rollout, branch, environment step and policy forward, so methods compare at
-equal cost."""
+equal cost; and what the policy reported about its ``act`` calls over the same rollouts."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -51,3 +52,33 @@ class Budget:
         """Rebuild a ledger; counters missing from an older state start at 0."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in state.items() if k in known})
+
+
+@dataclass
+class ActMetrics:
+    """A policy's ``last_act_metrics`` over many ``act`` calls (metric keys as the policy names them).
+
+    Each key's mean weighs a call by the observations it covered, so a fraction stays a share of all the
+    observations acted on (``policy/non_json_frac``: of every answer written), not a mean of per-call shares
+    that a last call with one straggling rollout would move as much as a full batch. A key is averaged over
+    the calls that reported it; a policy that reports nothing gives no key.
+
+    Example:
+        >>> act = ActMetrics()
+        >>> act.add({"policy/non_json_frac": 1 / 3}, observations=3)
+        >>> act.add({"policy/non_json_frac": 1.0}, observations=1)
+        >>> act.means()
+        {'policy/non_json_frac': 0.5}
+    """
+
+    sums: dict[str, float] = field(default_factory=dict)  # key -> sum of value x observations
+    observations: dict[str, int] = field(default_factory=dict)  # key -> observations of its calls
+
+    def add(self, metrics: Mapping[str, float], observations: int) -> None:
+        """One ``act`` call's metrics, which covered ``observations`` observations."""
+        for key, value in metrics.items():
+            self.sums[key] = self.sums.get(key, 0.0) + value * observations
+            self.observations[key] = self.observations.get(key, 0) + observations
+
+    def means(self) -> dict[str, float]:
+        return {key: self.sums[key] / n for key, n in sorted(self.observations.items()) if n}

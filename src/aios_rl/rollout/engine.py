@@ -53,7 +53,7 @@ from aios_rl.rollout.allocators import (
     RolloutBudget,
     TrajectoryShape,
 )
-from aios_rl.rollout.budget import Budget
+from aios_rl.rollout.budget import ActMetrics, Budget
 from aios_rl.rollout.rail_features import ContextInputs, reward_variance
 from aios_rl.rollout.runner import DistinctMode, EnvFactory, Fork, Rollout, RolloutJob, run_rollouts
 
@@ -91,10 +91,12 @@ class GroupOutcome:
 
 @dataclass
 class BatchResult:
-    """Every group of one ``collect`` call and the ledger of what it consumed."""
+    """Every group of one ``collect`` call, the ledger of what it consumed and what the policy reported
+    about its ``act`` calls (``act_metrics.means()``: the ``policy/*`` metrics of the batch)."""
 
     groups: list[GroupOutcome]
     ledger: Budget
+    act_metrics: ActMetrics = field(default_factory=ActMetrics)
 
     def training_batch(self) -> tuple[list[Episode], list[int]]:
         """Episodes of the kept groups and the group index of each (for GRPO advantages)."""
@@ -171,6 +173,7 @@ class RolloutEngine:
             raise ContractError(f"a batch needs distinct tasks, got {ids}")
         regime = regime or DecodingRegime()
         ledger = ledger if ledger is not None else Budget()
+        act_metrics = ActMetrics()
         wall_before = ledger.wall_s  # run_rollouts adds its own share; the total below replaces it
         seeds, generator = random.Random(seed), torch.Generator().manual_seed(seed)
         plans = self.allocator.plan_batch(ids, budget)
@@ -197,6 +200,7 @@ class RolloutEngine:
                     budget=ledger,
                     snapshots=self.allocator.forks,
                     distinct=self.distinct,
+                    act_metrics=act_metrics,
                 )
             )
             finished = {g: [next(rollouts) for _ in js] for g, js in pending.items()}
@@ -214,7 +218,7 @@ class RolloutEngine:
                     on_group(outcomes[g])
                     callbacks += time.perf_counter() - called
         ledger.wall_s = wall_before + time.perf_counter() - start - callbacks
-        return BatchResult([outcomes[g] for g in groups if g in outcomes], ledger)
+        return BatchResult([outcomes[g] for g in groups if g in outcomes], ledger, act_metrics)
 
 
 @dataclass(eq=False)

@@ -39,7 +39,7 @@ from aios_rl.contracts.errors import AiosRlError, ConfigError
 from aios_rl.contracts.protocols import Env, Teacher
 from aios_rl.control.reward import RewardConfig, fuse_reward
 from aios_rl.policy.base import ActionSample, Policy
-from aios_rl.rollout.budget import Budget
+from aios_rl.rollout.budget import ActMetrics, Budget
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,7 @@ def run_rollouts(
     budget: Budget | None = None,
     snapshots: bool = False,
     distinct: DistinctMode = "off",
+    act_metrics: ActMetrics | None = None,
 ) -> list[Rollout]:
     """Run every job to the end and return its verified, rewarded rollout, in job order.
 
@@ -122,10 +123,12 @@ def run_rollouts(
             ``revert`` returns to) differs from all those drawn from it before in this call, so a group
             tries up to G x (attempts) different patches from the opening state instead of repeating the
             ones the policy likes best.
+        act_metrics: where to add the policy's ``last_act_metrics`` after each of its ``act`` calls.
     """
     if distinct not in DISTINCT_MODES:
         raise ConfigError(f"distinct={distinct!r}: choose one of {', '.join(DISTINCT_MODES)}")
     budget = budget if budget is not None else Budget()
+    act_metrics = act_metrics if act_metrics is not None else ActMetrics()
     start = time.perf_counter()
     drawn: dict[Any, set[str]] = {}  # distinct="states": the actions drawn from each (task, state) so far
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -141,7 +144,7 @@ def run_rollouts(
                     need = [item for item in running if len(item.snapshots) == len(item.steps)]
                     for item, snap in zip(need, pool.map(lambda item: item.env.snapshot(), need)):
                         item.snapshots.append(snap)
-                samples = _act(running, policy, generator, budget, distinct, drawn)
+                samples = _act(running, policy, generator, budget, act_metrics, distinct, drawn)
                 list(pool.map(lambda pair: _advance(*pair), zip(running, samples)))
                 budget.env_steps += len(running)
                 budget.invalid_actions += sum(bool(i.steps[-1].info.get("invalid_action")) for i in running)
@@ -173,6 +176,7 @@ def run_group(
     workers: int = 2,
     budget: Budget | None = None,
     same_seed: bool = False,
+    act_metrics: ActMetrics | None = None,
 ) -> list[Episode]:
     """Run ``size`` episodes of ``task`` and return them verified and rewarded.
 
@@ -180,6 +184,7 @@ def run_group(
         seed: seeds the environments (``seed + i`` per member, or ``seed`` for all when ``same_seed``) and
             the sampling generator, so a group is reproducible.
         same_seed: every member resets with the same seed (matched comparison runs).
+        act_metrics: where to add what the policy reports about its ``act`` calls (``run_rollouts``).
     """
     regime = regime or DecodingRegime()
     jobs = [RolloutJob(task, seed if same_seed else seed + i, regime) for i in range(size)]
@@ -193,6 +198,7 @@ def run_group(
         reward_config=reward_config,
         workers=workers,
         budget=budget,
+        act_metrics=act_metrics,
     )
     return [r.episode for r in rollouts]
 
@@ -224,6 +230,7 @@ def _act(
     policy: Policy,
     generator: torch.Generator,
     budget: Budget,
+    act_metrics: ActMetrics,
     distinct: DistinctMode,
     drawn: dict[Any, set[str]],
 ) -> list[ActionSample]:
@@ -251,6 +258,7 @@ def _act(
         else:
             out = policy.act(observations, environments, regime, generator)
         budget.policy_forwards += 1
+        act_metrics.add(policy.last_act_metrics, len(observations))
         # A sample with an index was chosen by scoring its observation's candidates (the compact student, an
         # LM in score mode, whose tokens are the chosen answer's, scored, not generated); one without was
         # written token by token (an LM in generate mode, which never looks at the candidates).
