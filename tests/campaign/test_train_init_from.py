@@ -177,3 +177,32 @@ def test_student_settings_that_cannot_build_a_student_fail_before_the_run_exists
             ShellTraining(run, tasks, ShellTrainConfig.model_validate({"epochs": 1, "student": student}))
         assert not run.exists()
     ShellTraining(run, tasks, ShellTrainConfig.model_validate({"epochs": 1, "student": lm})).close()
+
+
+def test_a_float16_full_model_start_checkpoint_is_refused_before_the_run_exists(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    """A float16 full-model checkpoint (stored before such students were refused) still loads, but cannot
+    train: a run started from it is refused with the trainer's message before its directory is created, so
+    the corrected command needs no new --run."""
+    from aios_rl.control.plane import ControlPlane
+
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    lm = {"kind": "causal-lm", "model_path": str(model_dir), "causal_lm": {"max_prompt_tokens": 1536}}
+    ShellTraining(tmp_path / "lm", tasks, ShellTrainConfig.model_validate(
+        {"epochs": 1, "warm_start_epochs": 0, "student": lm})).close()
+    plane = ControlPlane(tmp_path / "lm")
+    try:  # the initial student as an older version stored a float16 one
+        tensors, meta = plane.load_checkpoint("ckpt-0000")
+        meta["policy"]["config"]["dtype"] = "float16"
+        half = {k: v.half() if k.startswith("policy/model.") else v for k, v in tensors.items()}
+        plane.save_checkpoint("ckpt-0001", half, meta, parent="ckpt-0000")
+    finally:
+        plane.close()
+    run = tmp_path / "run"
+    config = ShellTrainConfig.model_validate({"epochs": 1, "student": {"kind": "causal-lm"},
+                                              "init_from": f"{tmp_path / 'lm'}:ckpt-0001"})
+    with pytest.raises(ConfigError, match="dtype float16 cannot train the full model"):
+        ShellTraining(run, tasks, config)
+    assert not run.exists()

@@ -27,7 +27,7 @@ from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, dis
 from aios_rl.algos.grpo import grpo_update
 from aios_rl.algos.ppo import ppo_update
 from aios_rl.algos.self_imitation import archived_fixes, pick_archived, self_imitation_batch, update_archive
-from aios_rl.algos.trainer import Trainer, UpdateStats
+from aios_rl.algos.trainer import Trainer, UpdateStats, trainable_parameters
 from aios_rl.campaign.collect import RolloutCollector
 from aios_rl.campaign.demos import distill_passes, fix_demonstrations, oracle_demonstrations
 from aios_rl.campaign.metrics import EPOCH_PHASES, append_metrics, read_metrics
@@ -290,9 +290,9 @@ class ShellTraining:
             raise ConfigError(f"student.model_path ({config.student.model_path}) is for the causal-lm "
                               f"student, but this run trains a {config.student.kind} one; set student.kind: "
                               "causal-lm")
-        # A bad --init-from, teacher name, validation set or student setting (no --model, an unknown
-        # student.causal_lm key, a model that does not load) fails before the run directory exists, so
-        # fixing it needs no new --run.
+        # A bad --init-from (or a start checkpoint whose student cannot train), teacher name, validation set
+        # or student setting (no --model, an unknown student.causal_lm key, a model that does not load) fails
+        # before the run directory exists, so fixing it needs no new --run.
         if new_run:
             checked_backends(config.teacher)
             if not config.init_from:
@@ -306,6 +306,8 @@ class ShellTraining:
                               f"settings, which differ from the ones asked for: {'; '.join(conflicts)}; "
                               "leave those settings out (or match them), or train a fresh student without "
                               "--init-from")
+        if start is not None:  # one that loads but cannot train (float16, no LoRA): the Trainer refuses it
+            trainable_parameters(start[0])
         train_tasks = load_train_tasks(tasks_dir)
         # A new run stores ``config`` as given, so this split is the run's own.
         split = validation_split(config.validation, train_tasks, config.seed) if new_run else None
