@@ -524,3 +524,67 @@ def test_tasks_into_a_directory_whose_parent_is_not_writable_are_written_inside_
         assert summary.generated == 2 and (out / SUMMARY_FILE).is_file()
         assert len([p for p in out.iterdir() if (p / "manifest.json").is_file()]) == 2
     assert sorted(p.name for p in parent.iterdir()) == ["tasks"]
+
+
+def _out_gains_a_file_while_mining(monkeypatch: pytest.MonkeyPatch, out: Path) -> None:
+    """Another process writes into ``out`` while the tasks are mined, so publishing them is refused."""
+    real = generator_module.mine
+
+    def mine(*args, **kwargs):
+        mined = real(*args, **kwargs)
+        (out / "notes.txt").write_text("not a task")
+        return mined
+
+    monkeypatch.setattr(generator_module, "mine", mine)
+
+
+def _disk_full_after(monkeypatch: pytest.MonkeyPatch, tasks: int) -> None:
+    """Writing the task set fails with ENOSPC once ``tasks`` tasks are written."""
+    real = task_set.write_task
+    written = []
+
+    def write_task(*args, **kwargs):
+        if len(written) == tasks:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(real(*args, **kwargs))
+        return written[-1]
+
+    monkeypatch.setattr(task_set, "write_task", write_task)
+
+
+@pytest.mark.parametrize("mount_point", [False, True])
+@pytest.mark.parametrize("failure", ["out gains a file", "disk full"])
+def test_a_generation_that_fails_removes_its_staging_directory(
+    tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch, mount_point: bool, failure: str
+) -> None:
+    # A generation that raised part-way left its hidden staging directory (.out.tmp-generating beside
+    # --out, or .tmp-generating inside a mount point), with every task written so far, until the next
+    # generation into the same --out happened to clear it.
+    repo = _shapes_repo(tmp_path / "proj")
+    out = tmp_path / "out"
+    out.mkdir()
+    if mount_point:  # as in test_tasks_into_a_mount_point_are_written_inside_it
+        ismount = os.path.ismount
+        monkeypatch.setattr(task_set.os.path, "ismount", lambda p: Path(p) == out.resolve() or ismount(p))
+    if failure == "out gains a file":
+        _out_gains_a_file_while_mining(monkeypatch, out)
+        expected: tuple[type[BaseException], str] = (EnvError, "is not empty")
+    else:
+        _disk_full_after(monkeypatch, 1)
+        expected = (OSError, "No space left")
+    with pytest.raises(expected[0], match=expected[1]):
+        generate_from_repo(repo, list(PYTEST_COMMAND), out, GeneratorConfig(count=2), sandbox=sandbox)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "proj"]
+    assert sorted(p.name for p in out.iterdir()) == (["notes.txt"] if failure == "out gains a file" else [])
+
+
+def test_a_benchmark_generation_that_fails_removes_its_staging_directory(
+    tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    _out_gains_a_file_while_mining(monkeypatch, out)
+    out.mkdir()
+    with pytest.raises(EnvError, match="is not empty"):
+        generate_benchmark(out, GeneratorConfig(count=2, seed=3), sandbox)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]

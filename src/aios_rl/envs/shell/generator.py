@@ -95,10 +95,10 @@ def generate_benchmark(
     repos = [discover(SEEDS_DIR / n, n, PYTEST_COMMAND) for n in [*holdout, *train]]
     mined = mine(repos, config, sandbox, show_progress=show_progress)
     splits = holdout_splits(mined.kept, holdout, config.holdout_fraction, rng)
-    staging = staging_dir(out)
-    write_tasks(staging, mined.kept, splits, config)
-    summary = summarize(staging, config, mined, splits, holdout, started)
-    publish_task_set(staging, out, force)
+    with staging_dir(out) as staging:
+        write_tasks(staging, mined.kept, splits, config)
+        summary = summarize(staging, config, mined, splits, holdout, started)
+        publish_task_set(staging, out, force)
     return summary.model_copy(update={"out": str(out)})
 
 
@@ -173,9 +173,9 @@ def generate_from_repo(
         raise EnvError('the test command is empty; pass e.g. --test-cmd "python -m pytest -q tests"')
     repo_name = name or safe_repo_name(path)
     check_out_dir(out, force)  # cleared only once there are tasks to replace its task set with
-    staging = staging_dir(out)  # before the snapshot: a killed run's leftovers may lie in the repository
     sandbox = sandbox or validation_sandbox()
-    with tempfile.TemporaryDirectory(prefix="aios-rl-mine-") as scratch:
+    # staging_dir before the snapshot: a killed run's leftovers may lie in the repository
+    with staging_dir(out) as staging, tempfile.TemporaryDirectory(prefix="aios-rl-mine-") as scratch:
         root = Path(scratch) / repo_name
         snapshot_repo(path, root, leave_out=out)  # an --out inside the repository holds no source
         repo = discover(root, repo_name, test_command)
@@ -192,6 +192,6 @@ def generate_from_repo(
                            f"need a passing suite to mutate; check --test-cmd. Output ends:\n{run.tail}")
         splits: dict[str, Split] = {k.task_id: split for k in mined.kept}
         write_tasks(staging, mined.kept, splits, config)
-    summary = summarize(staging, config, mined, splits, [], started)
-    publish_task_set(staging, out, force)
+        summary = summarize(staging, config, mined, splits, [], started)
+        publish_task_set(staging, out, force)
     return summary.model_copy(update={"out": str(out)})

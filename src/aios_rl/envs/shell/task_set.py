@@ -10,7 +10,8 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from aios_rl.contracts.episode import Record, Split
@@ -155,10 +156,13 @@ def _beside(out: Path, role: str) -> Path:
     return real.parent / f".{real.name}.tmp-{role}"
 
 
-def staging_dir(out: Path) -> Path:
+@contextmanager
+def staging_dir(out: Path) -> Iterator[Path]:
     """The directory beside ``out`` where its task set is built before :func:`publish_task_set` renames it
     into place, so a generation killed while writing never leaves a partial set in ``out`` (where the
-    loaders would take it for a whole one). What a killed generation left there is removed.
+    loaders would take it for a whole one). What a killed generation left there is removed, and so is
+    the directory itself when the generation raises inside the ``with`` (a kill cannot be caught: the
+    next generation into ``out`` clears what it leaves).
 
     An ``out`` that is a mount point (a container's volume) can be neither renamed nor renamed onto, and
     beside an ``out`` whose parent the user cannot write nothing can be built: then its set is built in
@@ -169,7 +173,11 @@ def staging_dir(out: Path) -> Path:
     for leftover in (staging, _beside(out, "replaced")):
         if leftover.exists():
             shutil.rmtree(leftover)
-    return staging
+    try:
+        yield staging
+    except BaseException:  # Ctrl-C too; ignore_errors: a failed clean-up must not hide why it stopped
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def publish_task_set(staging: Path, out: Path, force: bool) -> None:
