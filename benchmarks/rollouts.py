@@ -6,7 +6,8 @@ below the copy frozen at promotion. The measured numbers are printed whatever th
 
 Run: ``.venv/bin/python benchmarks/rollouts.py [--count 120] [--out DIR] [bench options...]``. Options other
 than --count/--out/--tasks go to `aios-rl bench rollouts` unchanged (see its --help), e.g.
-``--budget 512 --seeds 3 --tasks-per-round 8``. Defaults: the issue's six methods, budget 512, 3 seeds.
+``--budget 512 --seeds 3 --tasks-per-round 8``; its parser checks them before a task set is generated.
+Defaults: the issue's six methods, budget 512, 3 seeds.
 On a machine with cores to spare, run one seed per process (``--seeds 1 --first-seed S --out DIR_S``),
 then ``benchmarks/rollouts.py --merge DIR_0 DIR_1 DIR_2 --out DIR`` for one table and the targets.
 """
@@ -20,8 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+import typer
 from pydantic import ValidationError
 
+from aios_rl.cli import bench_cmd
 from aios_rl.envs.shell.generator import SUMMARY_FILE, GeneratorConfig, generate_benchmark
 
 
@@ -77,6 +80,17 @@ def run(command: list[str]) -> None:
         raise SystemExit(code)
 
 
+def check_bench_args(parser: argparse.ArgumentParser, bench_args: list[str]) -> None:
+    """Parse the options for `aios-rl bench rollouts` with that command's own parser, without running it, so
+    a mistyped one is a usage error now rather than after minutes of generating a missing task set."""
+    command = typer.main.get_command(bench_cmd.app).commands["rollouts"]  # type: ignore[attr-defined]
+    try:
+        command.make_context("aios-rl bench rollouts", ["--tasks", ".", *bench_args])
+    except typer.exceptions.TyperException as exc:  # click's UsageError, as typer vendors it
+        parser.error(f"{exc.format_message()} (options other than --count, --tasks, --out and --merge go to "
+                     "`aios-rl bench rollouts`; see its --help)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=120, help="tasks to generate (train + holdout)")
@@ -105,6 +119,7 @@ def main() -> None:
         for line in targets(json.loads((args.out / "results.json").read_text())):
             print(line)
         return
+    check_bench_args(parser, bench_args)
     tasks = args.tasks or Path("bench-out") / f"tasks-{args.count}"
     # benchmark.json is written last: a default directory without it is a generation killed before the end
     # (an older version wrote into the directory itself), generated again; --tasks is used as given

@@ -83,3 +83,27 @@ def test_a_default_task_set_a_killed_generation_left_is_generated_again(
         return
     assert raised.value.args == (tasks, True)
     assert "incomplete" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [(["--budgte", "512"], "No such option: --budgte"), (["--budget", "abc"], "Invalid value for '--budget'"),
+     (["--seeds"], "--seeds"), (["stray"], "unexpected extra argument")],
+)
+def test_a_bad_bench_option_is_a_usage_error_before_the_task_set_is_generated(
+    load_benchmark, tmp_path: Path, monkeypatch, usage_error, option: list[str], says: str
+) -> None:
+    # The options for `aios-rl bench rollouts` were only checked when it ran, after minutes of generating
+    # a missing task set; they are parsed by that command's own parser first.
+    bench = load_benchmark("rollouts")
+
+    def generate(tasks_dir, config, *args, **kwargs):
+        raise Generated(tasks_dir)
+
+    monkeypatch.setattr(bench, "generate_benchmark", generate)
+    argv = ["rollouts.py", "--count", "4", "--tasks", str(tmp_path / "tasks"), "--out", str(tmp_path / "out")]
+    with pytest.raises(Generated):  # good options go on to the generation
+        monkeypatch.setattr(sys, "argv", [*argv, "--budget", "64", "--methods", "uniform-8,rail", "--json"])
+        bench.main()
+    err = usage_error(bench, [*argv, *option])
+    assert says in err and "aios-rl bench rollouts" in err
