@@ -15,6 +15,7 @@ control.db files of RAIL runs).
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -73,6 +74,11 @@ def prequential(traces: Sequence[RailTrace], y: np.ndarray, config: RailConfig) 
     return preds
 
 
+def traces_needed(config: RailConfig) -> int:
+    """Traces one run needs before the replay scores any: those of the first fit, then one it predicts."""
+    return next(n for n in itertools.count(1) if config.refit_due(n)) + 1
+
+
 def report(runs: list[list[RailTrace]], kind: str, threshold: float, eps: float) -> None:
     ys = [gains(t, kind, threshold) for t in runs]
     y_all = np.concatenate(ys)
@@ -121,6 +127,12 @@ def main() -> None:
     runs = load(args.paths)
     if not runs:
         raise SystemExit(f"no RAIL traces under {', '.join(map(str, args.paths))}")
+    needed = max(traces_needed(RailConfig(**overrides)) for overrides in VARIANTS.values())
+    longest = max(map(len, runs))
+    if longest < needed:  # every model would score nothing: a table of NaN under numpy's warnings
+        parser.error(f"too few RAIL traces for the prequential replay: {longest} in the longest of "
+                     f"{len(runs)} run(s); it needs at least {needed} in one run (the first fit, then one "
+                     "trace to predict); replay runs with more RAIL decisions")
     for kind in ("reward", "outcome") if args.gain == "both" else (args.gain,):
         report(runs, kind, args.success_threshold, args.sign_eps)
         print()

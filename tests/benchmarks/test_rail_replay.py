@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import warnings
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 from aios_rl.rollout.rail import RailConfig, RailController
 from aios_rl.rollout.rail_features import CONTEXT_DIM
-from aios_rl.storage.rail_traces import RailTrace
+from aios_rl.storage.rail_traces import RailTrace, RailTraceStore
 
 
 def _traces(n: int, gain) -> list[RailTrace]:
@@ -70,3 +71,36 @@ def test_the_replay_predicts_what_the_controller_predicted_on_the_same_traces(lo
     preds = replay.prequential(traces, replay.gains(traces, "reward", 0.5), config)
     assert np.isnan(preds[:16]).all() and not np.isnan(preds[16:]).any()  # first fit after trace 16
     np.testing.assert_allclose(preds, np.asarray(live), rtol=1e-9, atol=1e-12)
+
+
+def _run_dir(root, n: int):
+    """A run directory whose control.db holds ``n`` RAIL traces with a planted gain."""
+    with RailTraceStore(root / "control.db") as store:
+        for trace in _traces(n, lambda z: 0.3 * z[0]):
+            store.append(trace)
+    return root
+
+
+def test_too_few_traces_for_the_replay_are_a_usage_error_not_nan(
+    load_benchmark, tmp_path, monkeypatch, capsys, usage_error
+) -> None:
+    # Runs shorter than the first fit plus one trace to predict printed a table of nan under numpy's
+    # RuntimeWarnings (mean of an empty slice) and exited 0.
+    replay = load_benchmark("rail_replay")
+    config = RailConfig()
+    needed = config.min_fit_traces + 1  # the first fit (after refit_every = min_fit_traces traces), then one
+    assert config.refit_every == config.min_fit_traces
+    short = [_run_dir(tmp_path / "a", needed - 1), _run_dir(tmp_path / "b", 3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        err = usage_error(replay, ["rail_replay.py", *map(str, short), "--gain", "reward"])
+    assert "too few RAIL traces" in err
+    assert f"{needed - 1} in the longest of 2 run(s)" in err and f"at least {needed}" in err
+    assert "nan" not in capsys.readouterr().out.lower()
+    monkeypatch.setattr(sys, "argv", ["rail_replay.py", str(_run_dir(tmp_path / "c", needed)), "--gain",
+                                      "reward"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        replay.main()  # one trace to score is enough
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("huber (")]
+    assert rows and rows[0][2] == "1"
