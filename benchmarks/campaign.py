@@ -17,14 +17,12 @@ at the end unless ``--keep`` is given.
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from _workdir import add_keep_flag, work_dir
 from pydantic import ValidationError
 
 from aios_rl.campaign.evaluate import evaluate
@@ -33,7 +31,6 @@ from aios_rl.campaign.online_config import CampaignConfig
 from aios_rl.campaign.slots import slot_task
 from aios_rl.campaign.students import restore_student
 from aios_rl.contracts.config import load_config
-from aios_rl.contracts.errors import AiosRlError
 from aios_rl.control.plane import ControlPlane
 from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.generator import GeneratorConfig, generate_benchmark
@@ -91,9 +88,7 @@ def main() -> None:
     parser.add_argument(
         "--tasks", type=Path, default=None, help="Task set (default: generate --count tasks)."
     )
-    parser.add_argument(
-        "--keep", action="store_true", help="Keep the runs and generated tasks (default: removed at the end)."
-    )
+    add_keep_flag(parser)
     args = parser.parse_args()
     if args.max_tasks < 1:  # checked before the tasks are generated, not by the first campaign's config
         parser.error(f"--max-tasks must be at least 1, got {args.max_tasks}")
@@ -107,16 +102,8 @@ def main() -> None:
             flags = (f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
             parser.error("; ".join(flags))
     torch.set_num_threads(1)
-    root = Path(tempfile.mkdtemp(prefix="aios-campaign-bench-"))
-    try:
+    with work_dir(parser, args, prefix="aios-campaign-bench-") as root:
         measure(args, root, generator)
-    except AiosRlError as exc:  # e.g. a --tasks that is not a task set: say so, as the CLI does
-        parser.exit(2, f"error: {exc}\n")
-    finally:
-        if args.keep:
-            print(f"runs{'' if args.tasks else ' and tasks'} kept in {root}", file=sys.stderr)
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def measure(args: argparse.Namespace, root: Path, generator: GeneratorConfig | None = None) -> None:

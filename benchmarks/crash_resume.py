@@ -20,17 +20,16 @@ import argparse
 import json
 import os
 import random
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import yaml
+from _workdir import add_keep_flag, work_dir
 
 CONFIG = {
     "max_tasks": 8,
@@ -114,9 +113,7 @@ def main() -> None:
         "--max-delay", type=float, default=6.0, help="Kill at a random moment up to this (s)."
     )
     parser.add_argument("--tasks", type=Path, default=None, help="Task set (default: generate 6 tasks).")
-    parser.add_argument(
-        "--keep", action="store_true", help="Keep the runs and generated tasks (default: removed at the end)."
-    )
+    add_keep_flag(parser)
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--config", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -127,18 +124,8 @@ def main() -> None:
         parser.error(f"--trials must be at least 1, got {args.trials}")
     if args.max_delay < 0:
         parser.error(f"--max-delay must not be negative, got {args.max_delay:g}")
-    from aios_rl.contracts.errors import AiosRlError
-
-    root = Path(tempfile.mkdtemp(prefix="aios-crash-resume-"))
-    try:
+    with work_dir(parser, args, prefix="aios-crash-resume-") as root:
         lines = kill_and_resume(args, root)
-    except AiosRlError as exc:  # e.g. a --tasks that is not a task set: say so, as the CLI does
-        parser.exit(2, f"error: {exc}\n")
-    finally:
-        if args.keep:
-            print(f"runs{'' if args.tasks else ' and tasks'} kept in {root}", file=sys.stderr)
-        else:
-            shutil.rmtree(root, ignore_errors=True)
     print("\n".join(lines))
 
 

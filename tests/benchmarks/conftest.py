@@ -18,6 +18,8 @@ def load_benchmark() -> Callable[[str], ModuleType]:
     """Load ``benchmarks/<name>.py`` as a module (under a private name, so it shadows nothing)."""
 
     def load(name: str) -> ModuleType:
+        if str(BENCHMARKS) not in sys.path:  # as `python benchmarks/NAME.py` has it: for their _workdir
+            sys.path.append(str(BENCHMARKS))
         spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,7 +29,7 @@ def test_the_train_columns_are_scored_on_the_served_tasks(
     monkeypatch.setattr(bench, "run_campaign", lambda run, tasks, slots, seed, net: (["c1"] * slots, summary))
     monkeypatch.setattr(bench, "success", success)
     monkeypatch.setattr(bench, "Sandbox", lambda config: None)
-    monkeypatch.setattr(bench.tempfile, "mkdtemp", lambda prefix: str(tmp_path / "root"))
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix: str(tmp_path / "root"))
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--tasks", str(tmp_path), "--max-tasks", "16"])
     bench.main()
     served = {slot_task(train, 0, k)[0].task_id for k in range(16)}
@@ -58,7 +59,7 @@ def _stub(bench, monkeypatch, root: Path, fail: bool = False) -> None:
     monkeypatch.setattr(bench, "run_campaign", run_campaign)
     monkeypatch.setattr(bench, "success", lambda run, checkpoint, tasks, sandbox: 0.5)
     monkeypatch.setattr(bench, "Sandbox", lambda config: None)
-    monkeypatch.setattr(bench.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
 
 
 def test_the_runs_are_removed_when_the_benchmark_ends_or_fails(

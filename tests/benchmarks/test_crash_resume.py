@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -64,7 +65,7 @@ def _stub(bench, monkeypatch, root: Path, exit_code: int) -> None:
 
     monkeypatch.setattr(bench, "Child", Child)
     monkeypatch.setattr(bench, "phase_of", lambda run: "collection")
-    monkeypatch.setattr(bench.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
     monkeypatch.setattr(generator, "generate_benchmark", lambda path, config: path.mkdir(parents=True))
     monkeypatch.setattr(invariants, "campaign_problems", lambda run: [])
 
