@@ -20,7 +20,7 @@ from aios_rl.algos import losses
 from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, fit_width, ratio_terms
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.errors import ConfigError, PolicyError, TrainingError
-from aios_rl.policy.base import Evaluation, Policy
+from aios_rl.policy.base import Evaluation, Policy, float16_untrainable
 from aios_rl.policy.factory import policy_spec
 from aios_rl.storage.checkpoints import capture_rng, flatten_state, restore_rng, unflatten_state
 
@@ -123,11 +123,7 @@ def trainable_parameters(policy: Policy) -> list[torch.nn.Parameter]:
     if not params:
         raise TrainingError("the policy has no trainable parameters")
     if any(p.dtype == torch.float16 for p in params):
-        raise ConfigError(
-            "dtype float16 cannot train the full model: Adam's update turns float16 weights into NaN (its "
-            "eps of 1e-8 is 0 in float16); such a student can be evaluated, but train one with dtype "
-            "bfloat16 or float32, or lora: true (the adapters train in float32 over the float16 model)"
-        )
+        raise float16_untrainable(stored=True)
     return params
 
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from aios_rl.contracts.episode import DecodingRegime, Observation
+from aios_rl.contracts.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -109,3 +110,16 @@ class Policy(Protocol):
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> Any: ...
 
     def config_dict(self) -> dict[str, Any]: ...
+
+
+def float16_untrainable(*, stored: bool) -> ConfigError:
+    """The error for training a whole model held in float16 (a causal-LM student without LoRA): Adam's eps
+    (1e-8) rounds to 0 in float16, so a zero gradient (an unused embedding row) gives 0 / 0 and NaN weights.
+    ``stored``: the student exists already (a checkpoint from before this was refused), which still loads
+    to be evaluated; otherwise it is refused before it is built."""
+    fix = "such a student can be evaluated, but train one with dtype" if stored else "use dtype"
+    return ConfigError(
+        "dtype float16 cannot train the full model: Adam's update turns float16 weights into NaN (its eps of "
+        f"1e-8 is 0 in float16); {fix} bfloat16 or float32, or lora: true (the adapters train in float32 "
+        "over the float16 model)"
+    )

@@ -45,8 +45,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from aios_rl.contracts.config import ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Observation
-from aios_rl.contracts.errors import ConfigError, PolicyError
-from aios_rl.policy.base import ActionSample, Evaluation
+from aios_rl.contracts.errors import PolicyError
+from aios_rl.policy.base import ActionSample, Evaluation, float16_untrainable
 from aios_rl.policy.lm_prompt import build_prompt_ids, candidate_response, is_json_action
 from aios_rl.policy.sampling import draw_indices
 
@@ -119,13 +119,8 @@ def check_trainable(config: CausalLMStudentConfig) -> None:
     Raises:
         ConfigError: dtype float16 without LoRA.
     """
-    # Adam's eps (1e-8) rounds to 0 in float16: a zero gradient (an unused embedding row) gives 0 / 0.
     if config.dtype == "float16" and not config.lora:
-        raise ConfigError(
-            "dtype float16 cannot train the full model: Adam's update turns float16 weights into NaN "
-            "(its eps of 1e-8 is 0 in float16); use dtype bfloat16 or float32, or lora: true (the "
-            "adapters train in float32 over the float16 model)"
-        )
+        raise float16_untrainable(stored=False)
 
 
 @dataclass(frozen=True)
