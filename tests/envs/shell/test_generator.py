@@ -588,3 +588,28 @@ def test_a_benchmark_generation_that_fails_removes_its_staging_directory(
         generate_benchmark(out, GeneratorConfig(count=2, seed=3), sandbox)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_a_failed_rename_of_the_new_set_puts_the_previous_set_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The previous set is renamed aside before the new one is renamed onto --out; when that second rename
+    # failed, --out was left missing and the previous set hidden beside it, where the next generation
+    # deleted it.
+    out, staging = tmp_path / "out", tmp_path / ".out.tmp-generating"
+    (out / "aio-old").mkdir(parents=True)
+    (out / "aio-old" / "manifest.json").write_text("{}")
+    (out / SUMMARY_FILE).write_text("{}")
+    (staging / "aio-new").mkdir(parents=True)
+    real_replace = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if Path(src) == staging:
+            raise OSError(errno.EIO, "Input/output error")
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(task_set.os, "replace", replace)
+    with pytest.raises(EnvError, match="previous task set is left in place"):
+        task_set.publish_task_set(staging, out, force=True)
+    assert sorted(p.name for p in out.iterdir()) == ["aio-old", SUMMARY_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.tmp-generating", "out"]

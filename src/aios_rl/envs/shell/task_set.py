@@ -186,7 +186,8 @@ def publish_task_set(staging: Path, out: Path, force: bool) -> None:
     previous set removed; a kill at any point leaves ``out`` holding a whole set or none.
 
     Raises:
-        EnvError: ``out`` is not empty (without ``force``), or holds something other than tasks.
+        EnvError: ``out`` is not empty (without ``force``), or holds something other than tasks; or the
+            new set could not be renamed onto it (the previous one is put back first).
     """
     real = out.resolve()
     if staging.parent == real:  # built inside (staging_dir): replaced entry by entry, benchmark.json last
@@ -199,7 +200,13 @@ def publish_task_set(staging: Path, out: Path, force: bool) -> None:
     replaced = _beside(out, "replaced")
     if check_out_dir(out, force):  # not entry by entry: a kill half-way would leave part of the old set
         os.replace(real, replaced)
-    os.replace(staging, real)
+    try:
+        os.replace(staging, real)
+    except OSError as exc:
+        if replaced.exists():  # back in place: left beside ``out``, the next generation would remove it
+            os.replace(replaced, real)
+        raise EnvError(f"cannot move the new task set into {out} ({exc}); any previous task set is left in "
+                       "place") from exc
     if replaced.exists():
         shutil.rmtree(replaced)
 
