@@ -268,3 +268,43 @@ def test_a_run_killed_after_its_update_finishes_the_epoch_on_resume(
             assert report.metrics["time/phase_s"] is None and phase_minutes(run / "metrics.jsonl") is None
     finally:
         resumed.close()
+
+
+@pytest.mark.parametrize("by_hand", ["rollback", "promote"])
+def test_a_lineage_command_between_a_kill_in_the_gate_and_the_resume_is_respected(
+    tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]], by_hand: str
+) -> None:
+    """An operator who rolls back (`aios-rl lineage rollback`) or promotes (`ControlPlane.promote`) the update
+    a kill left in the gate decides for the gate: the resumed epoch writes its line once, for its own checkpoint, with the gate's
+    decision, and leaves the pointers where the operator put them."""
+    make_task(tmp_path, task_id="calc-1")
+    make_task(tmp_path / "val", task_id="never-1", files=UNFIXABLE, oracle=False)
+    run = tmp_path / "run"
+    validation = ValidationConfig(tasks_dir=str(tmp_path / "val" / "tasks"), rule="mean")
+    config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, teacher="none", warm_start_epochs=0,
+                              validation=validation)
+    training = ShellTraining(run, tmp_path / "tasks", config)
+    training.plane.store.set_meta(VALIDATION_KEY, {"ckpt-0000": {"success": 1.0, "tasks": {"never-1": 1.0}}})
+    killed = kill_once(ValidationGate, "score")
+    with pytest.raises(killed):
+        training.run_epoch(1)
+    assert training.plane.state.lineage.active == "ckpt-0001"
+    getattr(training.plane, by_hand)("by hand")  # what the lineage command does, between the two processes
+    training.close()
+
+    resumed = ShellTraining(run, tmp_path / "tasks", config)
+    try:
+        report = resumed.run_epoch(1)
+        lineage = resumed.plane.state.lineage
+        assert report.checkpoint == "ckpt-0001" and sorted(lineage.checkpoints) == ["ckpt-0000", "ckpt-0001"]
+        left = {"rollback": "ckpt-0000", "promote": "ckpt-0001"}[by_hand]  # where the operator left active
+        assert (lineage.active, lineage.last_stable) == (left, left)
+        assert lineage.rollbacks == (by_hand == "rollback")  # the operator's only, if any
+        records = read_metrics(run / "metrics.jsonl")
+        assert [(r["checkpoint"], r["val/decision"], r["val/active"]) for r in records] == [
+            ("ckpt-0001", "worse", left)
+        ]
+        assert not (run / "rollbacks").exists()  # the gate rolled nothing back: the operator had decided
+        assert resumed.epochs_done() == 1 and resumed.plane.store.get_meta(PENDING_EPOCH_KEY) is None
+    finally:
+        resumed.close()

@@ -222,18 +222,23 @@ class ValidationGate:
         """Decide on ``checkpoint`` (epoch ``epoch``'s update, or the update ``name`` after it; its
         diagnosis is ``RUN/rollbacks/<name>.json``, ``epoch-<epoch>`` by default) and act: roll back
         (``trainer`` gets the parent's weights and optimizer) or promote. Safe to call again after a kill:
-        scores are kept, and an action the lineage already shows is not taken twice."""
+        scores are kept, and an action the lineage already shows is not taken twice. A rollback or promotion
+        by hand between a kill and the resume is the operator's decision: the gate records its own and moves
+        no pointer."""
         lineage = self.plane.state.lineage
         parent = lineage.checkpoints[checkpoint].parent
         assert parent is not None  # every epoch's checkpoint has the one it was trained from as parent
-        live = lineage.active == checkpoint  # False only when a kill came after the rollback
+        live = lineage.active == checkpoint  # False after a rollback: the gate's (then a kill) or by hand
+        # pre_update_ref, where a rollback goes, is the parent until a promotion releases it: one by hand
+        # (`ControlPlane.promote`) between a kill and the resume keeps the update, whatever the gate says.
+        revocable = live and lineage.pre_update_ref == parent
         candidate = self.score(checkpoint, trainer.policy if live else None)
         reference = self.score(parent)
         decision = decide(candidate["tasks"], reference["tasks"], self.config)
         name = name or f"epoch-{epoch}"
         reason = (f"validation success {candidate['success']:.3f} vs {reference['success']:.3f} of {parent} "
                   f"({self.config.rule}; {name.replace('-', ' ')})")
-        if decision == "worse" and live:
+        if decision == "worse" and revocable:
             after = lineage_rules.rollback(lineage, reason, max_consecutive=self.plane.config.max_consecutive_rollbacks)
             write_diagnosis(self.plane.run_dir, name, {
                 "epoch": epoch, "decision": "rollback", "reason": reason, "checkpoint": checkpoint, "parent": parent,
