@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,10 +41,14 @@ trainer:
 """
 
 
-def aios(*args: str) -> str:
+def run_aios(*args: str) -> subprocess.CompletedProcess[str]:
     env = os.environ.copy() | {"OMP_NUM_THREADS": "1"}  # the tiny model runs fastest on one thread
-    result = subprocess.run([sys.executable, "-m", "aios_rl.cli", *args], capture_output=True, text=True,
-                            timeout=540, env=env)  # generous: a hang guard, not a speed test
+    return subprocess.run([sys.executable, "-m", "aios_rl.cli", *args], capture_output=True, text=True,
+                          timeout=540, env=env)  # generous: a hang guard, not a speed test
+
+
+def aios(*args: str) -> str:
+    result = run_aios(*args)
     if result.returncode != 0:
         command = " ".join(args)
         raise AssertionError(f"aios-rl {command} failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -105,6 +110,30 @@ def test_eval_json_of_the_lm_checkpoint(trained: tuple[Path, Path, Path, dict]) 
     holdout = [m for m in manifests if m["split"] == "holdout"]
     assert out["checkpoint"] == "ckpt-0002" and out["episodes"] == len(holdout) > 0
     assert set(out["by_family"]) == {"failing_tests"} and 0.0 <= out["success_rate"] <= 1.0
+
+
+def test_eval_refuses_a_run_whose_model_directory_now_holds_another_model(
+    workspace: tuple[Path, Path, Path],
+) -> None:
+    """A LoRA checkpoint holds adapters only: `shell eval` rebuilt the student on whatever was at its
+    model_path, so another model there took them silently or failed on shapes. The checkpoint's fingerprint
+    of its model's config and tokenizer files makes it one clear error and exit code 2."""
+    root, tasks, model = workspace
+    replaced = root / "tiny-lm-replaced"
+    shutil.copytree(model, replaced)
+    (root / "replaced.yaml").write_text(CONFIG.replace("student:\n", "student:\n  lora: true\n"))
+    run = root / "run-replaced"
+    summary = json.loads(aios(
+        "shell", "train", "--tasks", str(tasks), "--run", str(run), "--student", "causal-lm",
+        "--model", str(replaced), "--config", str(root / "replaced.yaml"), "--teacher", "none",
+        "--epochs", "1", "--tasks-per-epoch", "1", "--group-size", "2", "--json",
+    ))
+    shutil.rmtree(replaced)
+    build_tiny_lm(replaced, hidden_size=64)  # another model under the same name
+    result = run_aios("shell", "eval", "--run", str(run), "--json")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"checkpoint {run}:{summary['active']} was trained on another model" in result.stderr
+    assert f"now at {replaced}" in result.stderr and "config.json differs" in result.stderr
 
 
 def test_lm_student_settings_are_checked(tmp_path: Path) -> None:

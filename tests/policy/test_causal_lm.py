@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -21,6 +22,7 @@ from aios_rl.policy.causal_lm import (
     check_trainable,
     sampling_logprobs,
 )
+from aios_rl.policy.factory import build_policy, policy_spec
 from aios_rl.policy.lm_prompt import (
     TRUNCATION_MARK,
     build_prompt_ids,
@@ -267,6 +269,33 @@ def test_checkpoint_round_trip_full_and_lora(model_dir: Path) -> None:
     assert n_lora < 0.15 * n_full
     with pytest.raises(PolicyError, match="does not fit"):
         student(model_dir).load_state_dict(lora)
+
+
+def test_a_checkpoint_is_refused_on_another_model_at_its_model_path(tmp_path: Path) -> None:
+    """A checkpoint records a fingerprint of its base model's config and tokenizer files; rebuilt on whatever
+    is at model_path now, another model there silently took the LoRA adapters (or failed on shapes)."""
+    model = build_tiny_lm(tmp_path / "model")
+    trained = student(model, lora=True, lora_r=2)
+    spec, state = policy_spec(trained), trained.state_dict()
+    assert {"config.json", "tokenizer.json"} <= spec["base"].keys()
+    assert not any(name.endswith(".safetensors") for name in spec["base"])  # the weights are never read
+    build_policy(spec, source="checkpoint run-a:ckpt-0002").load_state_dict(state)  # the same model: loads
+    old = {key: value for key, value in spec.items() if key != "base"}  # stored before fingerprints
+    build_policy(old).load_state_dict(state)
+
+    shutil.rmtree(model)
+    build_tiny_lm(model, hidden_size=64)  # another architecture, the same tokenizer
+    with pytest.raises(PolicyError, match="checkpoint run-a:ckpt-0002 was trained on another model") as wider:
+        build_policy(spec, source="checkpoint run-a:ckpt-0002")
+    assert str(model) in str(wider.value) and "config.json differs" in str(wider.value)
+    assert "tokenizer.json" not in str(wider.value) and "put that model back" in str(wider.value)
+
+    build_tiny_lm(model)  # the original again, then only the tokenizer replaced
+    build_policy(spec).load_state_dict(state)
+    shutil.copy(build_tiny_lm(tmp_path / "other-vocab", vocab_size=400) / "tokenizer.json", model)
+    with pytest.raises(PolicyError, match="tokenizer.json differs") as retokenized:
+        build_policy(spec)
+    assert "config.json" not in str(retokenized.value)
 
 
 def test_missing_model_is_never_downloaded(tmp_path: Path) -> None:

@@ -280,7 +280,9 @@ class OnlineCampaign:
             tensors, meta = self.plane.load_checkpoint(checkpoint_id)
             if len(self._policies) >= 3:
                 self._policies.pop(next(iter(self._policies)))
-            self._policies[checkpoint_id] = restore_student(meta["policy"], tensors)
+            self._policies[checkpoint_id] = restore_student(
+                meta["policy"], tensors, source=f"checkpoint {self.plane.run_dir}:{checkpoint_id}"
+            )
         return self._policies[checkpoint_id]
 
     def _episode(

@@ -126,9 +126,10 @@ def train_update(
     epoch = plane.state.ledger.open_epoch
     assert active is not None and epoch is not None
     tensors, meta = plane.load_checkpoint(active)
-    trainer = Trainer(restore_student(meta["policy"], tensors), config.trainer)
+    source = f"checkpoint {plane.run_dir}:{active}"
+    trainer = Trainer(restore_student(meta["policy"], tensors, source=source), config.trainer)
     trainer.load_state_tensors(tensors, meta)
-    reference = restore_student(meta["policy"], tensors)  # the pre-update policy, for the negative-lane KL
+    reference = restore_student(meta["policy"], tensors, source=source)  # pre-update: negative-lane KL
     distill = distill_from_episodes(data.batch + data.positive) if with_teacher else None
     train = data.policy_gradient
     if drilled:

@@ -76,7 +76,7 @@ def run_shell_eval(
         elif policy_kind == "checkpoint":
             version = plane.resolve_checkpoint(checkpoint)
             tensors, meta = plane.load_checkpoint(version)
-            policy = restore_student(meta["policy"], tensors)
+            policy = restore_student(meta["policy"], tensors, source=f"checkpoint {run}:{version}")
         else:
             raise ConfigError(f"--policy must be checkpoint or uniform, got {policy_kind!r}")
     finally:

@@ -137,15 +137,19 @@ def start_conflicts(config: StudentConfig, held: dict[str, Any]) -> list[str]:
             for key, (name, _) in sorted(asked.items()) if held.get(key) != wanted[key]]
 
 
-def restore_student(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Policy:
-    """Rebuild a student from a checkpoint's policy spec and tensors.
+def restore_student(
+    spec: dict[str, Any], tensors: dict[str, torch.Tensor], *, source: str = "this checkpoint"
+) -> Policy:
+    """Rebuild a student from a checkpoint's policy spec and tensors; ``source`` names the checkpoint in
+    errors (``"checkpoint RUN:ID"``).
 
     Raises:
-        PolicyError: the spec's config is not one this version accepts (written by another version?) or the
+        PolicyError: the spec's config is not one this version accepts (written by another version?), a
+            causal LM's ``model_path`` now holds another model than the one it was trained on, or the
             tensors do not fit the student.
     """
     try:
-        policy = build_policy(spec)
+        policy = build_policy(spec, source=source)
     except ValidationError as exc:  # the checkpoint's own config, validated only here
         problems = "; ".join(problems_from(exc))
         raise PolicyError(

@@ -200,7 +200,8 @@ def load_student_from(spec: str, kind: str) -> tuple[Policy, str]:
     found = meta["policy"]["kind"]
     if found != kind:
         raise ConfigError(f"init_from: {run_dir}:{checkpoint} holds a {found} student, but this run trains {kind}")
-    return restore_student(meta["policy"], tensors), f"{run_dir}:{checkpoint}"
+    source = f"{run_dir}:{checkpoint}"
+    return restore_student(meta["policy"], tensors, source=f"checkpoint {source}"), source
 
 
 def _stored_run(run_dir: Path) -> tuple[dict[str, Any] | None, str | None, list[str] | None]:
@@ -366,8 +367,10 @@ class ShellTraining:
         Raises:
             StorageError: the run has no such checkpoint, or its files do not verify.
         """
-        tensors, meta = self.plane.load_checkpoint(self.plane.resolve_checkpoint(checkpoint))
-        return restore_student(meta["policy"], tensors)
+        checkpoint = self.plane.resolve_checkpoint(checkpoint)
+        tensors, meta = self.plane.load_checkpoint(checkpoint)
+        source = f"checkpoint {self.plane.run_dir}:{checkpoint}"
+        return restore_student(meta["policy"], tensors, source=source)
 
     def _student(self, start: tuple[Policy, str | None] | None) -> tuple[Policy, Trainer]:
         lineage = self.plane.state.lineage
@@ -385,7 +388,8 @@ class ShellTraining:
             self.plane.initialize("ckpt-0000")
             return policy, trainer
         tensors, meta = self.plane.load_checkpoint(lineage.active)
-        policy = restore_student(meta["policy"], tensors)
+        source = f"checkpoint {self.plane.run_dir}:{lineage.active}"
+        policy = restore_student(meta["policy"], tensors, source=source)
         trainer = Trainer(policy, self.config.trainer)
         trainer.load_state_tensors(tensors, meta)
         log.info("resumed %s from %s", self.plane.run_dir, lineage.active)
@@ -539,9 +543,11 @@ class ShellTraining:
             fixes, discovered = usable, demonstrations(usable)
         teacher = self._demonstrations(progress) if self.oracle_first else None
         batch = discovered if teacher is None else teacher + discovered
-        _, meta = self.plane.load_checkpoint(self.plane.state.lineage.active)
+        active = self.plane.state.lineage.active
+        _, meta = self.plane.load_checkpoint(active)
         del self.policy, self.trainer  # the old student's memory (an LM's too) is freed before the new one's
-        self.policy = build_policy(meta["policy"])  # the active student's architecture, initialised anew
+        # the active student's architecture, initialised anew
+        self.policy = build_policy(meta["policy"], source=f"checkpoint {self.plane.run_dir}:{active}")
         self.trainer = Trainer(self.policy, self.config.trainer)
         stats = distill_passes(self.trainer, batch, seed=self.config.seed, passes=passes)
         record = {"epoch": epoch, "phase": "redistill", "checkpoint": self._next_checkpoint_id(),

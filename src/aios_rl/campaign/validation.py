@@ -202,7 +202,8 @@ class ValidationGate:
             return scores[checkpoint]
         if policy is None:
             tensors, meta = self.plane.load_checkpoint(checkpoint)
-            policy = restore_student(meta["policy"], tensors)
+            source = f"checkpoint {self.plane.run_dir}:{checkpoint}"
+            policy = restore_student(meta["policy"], tensors, source=source)
         cfg = self.config
         regime = GREEDY if cfg.temperature == 0 else DecodingRegime(name="validation", temperature=cfg.temperature)
         per_task: dict[str, float] = {}

@@ -22,7 +22,9 @@ Token records (``token_ids`` / ``token_logprobs`` / ``loss_mask``) hold the answ
 included; the prompt is rebuilt from the observation. ``loss_mask`` is therefore all ones here.
 
 A value head (one ``Linear``) reads the last hidden state of the prompt's final token. With ``lora=True``
-only the LoRA adapters (peft) and the value head train, and only they are in ``state_dict``.
+only the LoRA adapters (peft) and the value head train, and only they are in ``state_dict``; the base weights
+come from ``model_path`` again on loading, so a checkpoint records the fingerprint of that model's config and
+tokenizer files (:data:`BASE_FILES`) and is refused on another model there (:func:`check_base`).
 
 The model stays in eval mode (dropout off) so ``act`` and ``evaluate`` compute the same function; PPO's
 importance ratio would otherwise carry dropout noise.
@@ -30,9 +32,10 @@ importance ratio would otherwise carry dropout noise.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import warnings
-from collections.abc import Hashable, Iterator, MutableMapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,11 +53,38 @@ from aios_rl.policy.base import ActionSample, Evaluation, float16_untrainable
 from aios_rl.policy.lm_prompt import build_prompt_ids, candidate_response, is_json_action
 from aios_rl.policy.sampling import draw_indices
 
-__all__ = ["CausalLMStudentConfig", "CausalLMStudent", "greedy_logprobs", "sampling_logprobs"]
+__all__ = [
+    "BASE_FILES",
+    "CausalLMStudentConfig",
+    "CausalLMStudent",
+    "base_fingerprint",
+    "check_base",
+    "greedy_logprobs",
+    "sampling_logprobs",
+]
 
 logger = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# What a checkpoint records of the model it was trained on: the architecture (config.json) and the tokenizer
+# with its chat template, in any of the layouts transformers saves. Never the weight files (gigabytes): a
+# full-model checkpoint holds its own weights, and LoRA adapters fit only a base of the same architecture and
+# tokenizer. Other weights with the same config and tokenizer (another fine-tune of one base) pass unnoticed.
+BASE_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "tokenizer.model",
+    "spiece.model",
+    "chat_template.jinja",
+    "chat_template.json",
+)
 
 
 class CausalLMStudentConfig(ConfigModel):
@@ -196,6 +226,50 @@ def resolve_model_dir(model_path: str) -> Path:
         ) from exc
 
 
+def base_fingerprint(model_dir: Path) -> dict[str, str]:
+    """Hex sha256 of the bytes of each of :data:`BASE_FILES` that ``model_dir`` holds, by file name.
+
+    Raises:
+        PolicyError: one of them cannot be read.
+    """
+    fingerprint = {}
+    for name in BASE_FILES:
+        path = model_dir / name
+        if path.is_file():
+            try:
+                fingerprint[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError as exc:
+                raise PolicyError(f"cannot read {path} to fingerprint the model: {exc}") from exc
+    return fingerprint
+
+
+def check_base(config: CausalLMStudentConfig, stored: Mapping[str, str], source: str) -> None:
+    """Refuse to rebuild a stored student on another model than the one it was trained on.
+
+    Args:
+        config: the stored student's config; its ``model_path`` is where the model is looked for now.
+        stored: the :func:`base_fingerprint` recorded when the student was built.
+        source: what stored it, as the message names it (``"checkpoint RUN:ID"``).
+
+    Raises:
+        PolicyError: a file of :data:`BASE_FILES` differs, is gone or is new, naming each one.
+    """
+    model_dir = resolve_model_dir(config.model_path)
+    now = base_fingerprint(model_dir)
+    changed = [name for name in sorted(stored.keys() | now.keys()) if stored.get(name) != now.get(name)]
+    if not changed:
+        return
+    what = ", ".join(
+        f"{name} {'is new' if name not in stored else 'is gone' if name not in now else 'differs'}"
+        for name in changed
+    )
+    raise PolicyError(
+        f"{source} was trained on another model than the one now at {model_dir}: the files of its "
+        f"architecture or tokenizer changed ({what}), and its weights fit only the model they were trained "
+        f"on; put that model back at {config.model_path}, or train a new run on this one"
+    )
+
+
 def _pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -213,6 +287,8 @@ class CausalLMStudent:
         tokenizer: its tokenizer.
         value_head: ``Linear(hidden_size, 1)`` on the prompt's final hidden state, float32.
         hidden_size: width of the model's hidden state (length of ``ActionSample.hidden``).
+        base_fingerprint: :func:`base_fingerprint` of the model directory it was built from; stored with its
+            checkpoints (``policy.factory.policy_spec``), compared when one is rebuilt (:func:`check_base`).
         last_act_metrics: ``policy/*`` fractions from the latest ``act`` call (``non_json_frac``: answers
             that are not one JSON action, whether or not the environment takes them; which actions it
             refused is the rollout ledger's ``rollout/invalid_actions``; ``answer_truncated_frac``: answers
@@ -229,6 +305,7 @@ class CausalLMStudent:
         self.config = config
         self.device = _pick_device(config.device)
         model_dir = resolve_model_dir(config.model_path)
+        self.base_fingerprint = base_fingerprint(model_dir)
         # Building the student leaves the global RNG as it was (as the compact student does): a trainer that
         # has just restored a checkpoint's RNG state keeps it when a reference copy is built after it.
         with torch.random.fork_rng(devices=[]):
