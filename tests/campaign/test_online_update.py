@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from aios_rl.campaign.online_update import replay_staleness, update_data
-from aios_rl.contracts.episode import Episode, Observation, Step
+from aios_rl.contracts.episode import Episode, Observation, Step, TeacherSignal
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.ledger import LedgerConfig
 from aios_rl.control.plane import ControlPlane
@@ -44,6 +44,31 @@ def test_lane_samples_fill_their_quota_from_episodes_outside_the_sealed_batch(
     # ten other neutral episodes are there: the quota of four is met, and none of them repeats the batch
     assert len(data.neutral) == 4 and not sealed & {e.episode_id for e in data.neutral}
     plane.close()
+
+
+def test_a_boundary_episode_evicted_from_the_diagnostic_only_lane_is_still_kept_out_of_the_batch(
+    tmp_path: Path,
+) -> None:
+    """diagnostic_only episodes are never trained on (ARCHITECTURE §5). With a small diagnostic_only capacity
+    a later boundary case evicts an earlier one of the same batch; the evicted one must still be left out."""
+    config = ControlConfig(ledger=LedgerConfig(batch_size=4), replay=ReplayConfig(diagnostic_only_capacity=1))
+    plane = ControlPlane(tmp_path / "run", config)
+    try:
+        plane.save_checkpoint("c0", {"w": torch.zeros(2)}, {})
+        plane.initialize("c0")
+        plane.open_epoch()
+        boundary = TeacherSignal(status="complete", backend="oracle", boundary=True)
+        batch = [make(f"t{i}") for i in range(4)]
+        batch[0] = batch[0].model_copy(update={"teacher_signal": boundary})
+        batch[1] = batch[1].model_copy(update={"teacher_signal": boundary})
+        for episode in batch:
+            lane = "diagnostic_only" if episode.teacher_signal is not None else "neutral"
+            plane.record_episode(episode, admitted=True, lane=lane)
+        assert plane.state.replay.counts()["diagnostic_only"] == 1  # batch[0] was evicted by batch[1]
+        data = update_data(plane, 0)
+        assert [e.episode_id for e in data.batch] == [batch[2].episode_id, batch[3].episode_id]
+    finally:
+        plane.close()
 
 
 def test_an_episode_of_a_rolled_back_checkpoint_is_as_old_as_the_updates_on_both_sides_of_the_fork(

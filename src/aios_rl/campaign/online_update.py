@@ -33,6 +33,7 @@ from aios_rl.campaign.students import restore_student
 from aios_rl.contracts.episode import Episode
 from aios_rl.contracts.errors import StorageError
 from aios_rl.control.plane import ControlPlane
+from aios_rl.control.replay import route_episode
 
 ENV_VERSIONS = {"shell": "bugfix-v1"}
 
@@ -74,13 +75,14 @@ def update_data(plane: ControlPlane, seed: int) -> UpdateData:
     epoch = plane.state.ledger.open_epoch
     assert epoch is not None and epoch.phase == "update"
     pool = plane.state.replay
-    lanes = {e.episode_id: e.lane for e in pool.entries}
     sealed = set(epoch.sealed)
     # The batch is already in its lanes (routed as it was collected): draw the quotas from the other entries,
     # so a lane sample is not cut short by batch members (and a lane holding only the batch reports starving).
     rest = pool.model_copy(update={"entries": tuple(e for e in pool.entries if e.episode_id not in sealed)})
     pick = rest.sample(plane.config.replay.quotas(), rng_seed=(seed * 1009 + epoch.epoch) % (1 << 31))
-    batch = [e for e in load_episodes(plane, epoch.sealed) if lanes.get(e.episode_id) != "diagnostic_only"]
+    # diagnostic_only is read from the episode's own teacher flag, as it was routed: the lane may have evicted
+    # it since (capacity), and an evicted boundary case is still never trained on.
+    batch = [e for e in load_episodes(plane, epoch.sealed) if route_episode(e) != "diagnostic_only"]
     return UpdateData(
         batch,
         load_episodes(plane, pick["positive"]),
