@@ -448,7 +448,7 @@ class OnlineCampaign:
         assert epoch is not None and active is not None
         number = state.lineage.updates + 1
         drilled = self.config.drill == "bad-update" and number == self.config.drill_at
-        data = update_data(self.plane, self.config.seed)
+        data = update_data(self.plane, self.config.seed, max_staleness=self.config.trainer.max_staleness)
         checkpoint_id = registered_update(self.plane, active, data.window)
         if checkpoint_id is not None:  # trained and registered before a kill: its numbers are in its meta
             stored = self.plane.load_checkpoint(checkpoint_id)[1].get("update_metrics", {})

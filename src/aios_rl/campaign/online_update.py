@@ -3,10 +3,10 @@
 The data (deterministic given the committed state, so a resumed campaign trains on exactly the same):
 
 * the sealed batch (its ``diagnostic_only`` members excluded: the teacher flagged them as borderline),
-  plus a quota-sized sample of the other entries of the **positive** and **neutral** lanes → an
-  importance-weighted policy gradient (:func:`~aios_rl.algos.grpo.offline_update`; an online micro-batch
-  holds one episode per task, so there are no GRPO groups, and replayed episodes from older checkpoints need
-  the ratio correction);
+  plus a quota-sized sample of the other entries of the **positive** and **neutral** lanes (those within
+  the trainer's ``max_staleness``) → an importance-weighted policy gradient
+  (:func:`~aios_rl.algos.grpo.offline_update`; an online micro-batch holds one episode per task, so there
+  are no GRPO groups, and replayed episodes from older checkpoints need the ratio correction);
 * the teacher's reference actions on the states of the batch and the positive lane → distillation;
 * a sample of the **negative** lane → the KL term that penalises moving away from the pre-update policy
   on the states where an earlier update did worse than its reference.
@@ -17,6 +17,7 @@ update, so the result depends only on the store, not on what the process did bef
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ from aios_rl.control.plane import ControlPlane
 from aios_rl.control.replay import route_episode
 
 ENV_VERSIONS = {"shell": "bugfix-v1"}
+# The lanes the policy gradient replays (importance-weighted, so bounded in staleness); the negative lane
+# feeds the KL term toward the pre-update policy on its states, which needs no ratio.
+REPLAYED_LANES = ("positive", "neutral")
 
 
 @dataclass(frozen=True)
@@ -70,15 +74,22 @@ def load_episodes(plane: ControlPlane, ids: Sequence[str]) -> list[Episode]:
     return [Episode.model_validate_json(bodies[i]) for i in ids]
 
 
-def update_data(plane: ControlPlane, seed: int) -> UpdateData:
-    """The sealed batch of the open epoch and this update's lane samples."""
+def update_data(plane: ControlPlane, seed: int, *, max_staleness: int) -> UpdateData:
+    """The sealed batch of the open epoch and this update's lane samples.
+
+    The positive and neutral quotas are drawn from the episodes at most ``max_staleness`` updates old (the
+    trainer's bound, :func:`replay_staleness`): the offline update drops older ones, so a quota drawn from
+    the whole lane would be spent on episodes it never trains on while fresh ones stay in the lane.
+    """
     epoch = plane.state.ledger.open_epoch
     assert epoch is not None and epoch.phase == "update"
     pool = plane.state.replay
     sealed = set(epoch.sealed)
     # The batch is already in its lanes (routed as it was collected): draw the quotas from the other entries,
     # so a lane sample is not cut short by batch members (and a lane holding only the batch reports starving).
-    rest = pool.model_copy(update={"entries": tuple(e for e in pool.entries if e.episode_id not in sealed)})
+    others = [e for e in pool.entries if e.episode_id not in sealed]
+    stale = stale_replay(plane, [e.episode_id for e in others if e.lane in REPLAYED_LANES], max_staleness)
+    rest = pool.model_copy(update={"entries": tuple(e for e in others if e.episode_id not in stale)})
     pick = rest.sample(plane.config.replay.quotas(), rng_seed=(seed * 1009 + epoch.epoch) % (1 << 31))
     # diagnostic_only is read from the episode's own teacher flag, as it was routed: the lane may have evicted
     # it since (capacity), and an evicted boundary case is still never trained on.
@@ -89,6 +100,15 @@ def update_data(plane: ControlPlane, seed: int) -> UpdateData:
         load_episodes(plane, pick["neutral"]),
         load_episodes(plane, pick["negative"]),
     )
+
+
+def stale_replay(plane: ControlPlane, ids: Sequence[str], max_staleness: int) -> set[str]:
+    """The episodes of ``ids`` more than ``max_staleness`` updates old (ids not in the store are left to
+    :func:`load_episodes` to report)."""
+    bodies = plane.store.episode_bodies(ids)
+    found = [i for i in ids if i in bodies]
+    ages = replay_staleness(plane, [json.loads(bodies[i])["policy_version"] for i in found])
+    return {i for i, age in zip(found, ages, strict=True) if age > max_staleness}
 
 
 def registered_update(plane: ControlPlane, active: str, window: list[str]) -> str | None:
