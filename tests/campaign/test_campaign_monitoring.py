@@ -81,7 +81,8 @@ def test_rejected_episodes_of_a_bad_update_still_roll_it_back(
 ) -> None:
     calls: list[str] = []
 
-    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str) -> Episode:
+    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str,
+            act_metrics: object = None) -> Episode:
         calls.append(checkpoint)
         return episode(task, checkpoint, episode_id, kind="fixed" if checkpoint == "c0" else kind)
 
@@ -103,7 +104,8 @@ def test_rejected_episodes_of_a_bad_update_still_roll_it_back(
 def test_a_retried_comparison_stores_the_run_it_compared(monitoring: OnlineCampaign) -> None:
     runs: list[str] = []
 
-    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str) -> Episode:
+    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str,
+            act_metrics: object = None) -> Episode:
         runs.append(checkpoint)
         if checkpoint == "c0":
             return episode(task, checkpoint, episode_id, kind="invalid")
@@ -125,7 +127,8 @@ def test_a_retried_comparison_stores_the_run_it_compared(monitoring: OnlineCampa
 def test_the_diagnosis_of_a_rollback_by_rejected_episodes_names_them(
     monitoring: OnlineCampaign, kind: str
 ) -> None:
-    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str) -> Episode:
+    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str,
+            act_metrics: object = None) -> Episode:
         return episode(task, checkpoint, episode_id, kind="fixed" if checkpoint == "c0" else kind)
 
     monitoring._episode = run  # type: ignore[method-assign]
@@ -144,7 +147,8 @@ def test_the_diagnosis_of_a_rollback_by_rejected_episodes_names_them(
 
 
 def test_a_window_that_ends_undecided_is_not_reported_as_a_closed_epoch(monitoring: OnlineCampaign) -> None:
-    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str) -> Episode:
+    def run(task: Task, seed: int, checkpoint: str, policy: object, episode_id: str,
+            act_metrics: object = None) -> Episode:
         return episode(task, checkpoint, episode_id, kind="fixed")  # same as the reference every time
 
     events: list[tuple[str, dict]] = []
