@@ -265,3 +265,19 @@ def test_an_update_line_carries_the_act_metrics_of_the_students_runs_before_it(
     share = sum(n * m["policy/prompt_truncated_frac"] for n, m in acts) / sum(n for n, _ in acts)
     assert line["policy/prompt_truncated_frac"] == pytest.approx(share)
     assert share > 0  # a 320-token limit cuts the prompts: a number a missing key would not show
+
+
+def test_a_start_asking_for_ppo_is_refused_since_campaign_updates_are_no_ppo(tmp_path: Path) -> None:
+    # A campaign's updates are always offline_update's importance-weighted policy gradient: trainer.algo
+    # was read by nothing, so `trainer: {algo: ppo}` started a campaign that silently never ran PPO.
+    from aios_rl.algos.trainer import TrainerConfig
+    from aios_rl.contracts.errors import ConfigError
+
+    make_task(tmp_path)
+    run = tmp_path / "run"
+    ppo = CampaignConfig(teacher="none", trainer=TrainerConfig(algo="ppo"))
+    with pytest.raises(ConfigError, match="trainer.algo 'ppo'"):
+        OnlineCampaign(run, tmp_path / "tasks", ppo)
+    assert not run.exists()  # refused before the store exists
+    campaign = OnlineCampaign(run, tmp_path / "tasks", CampaignConfig(teacher="none"))
+    campaign.close()

@@ -49,6 +49,7 @@ from aios_rl.campaign.online_config import (
     CampaignConfig,
     CampaignSummary,
     campaign_summary,
+    check_trainer,
     resume_config,
 )
 from aios_rl.campaign.online_update import (
@@ -133,6 +134,7 @@ class OnlineCampaign:
             check_run_outside_tasks(self.run_dir, tasks_dir)
             checked_backends(config.teacher)
             check_student(config.student, seed=config.seed)
+            check_trainer(config.trainer)
         self.plane = ControlPlane(self.run_dir, None if existed else config.control)
         try:
             self.config, self.campaign_id, self.tasks, meta = self._setup(config, tasks_dir, resume, fresh)

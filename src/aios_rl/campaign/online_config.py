@@ -69,6 +69,21 @@ class CampaignConfig(ConfigModel):
         return canonical_teacher_spec(spec)  # 'Oracle' is the oracle, first, as in shell train
 
 
+def check_trainer(trainer: TrainerConfig) -> None:
+    """Refuse update settings a new campaign would silently not use.
+
+    Raises:
+        ConfigError: ``trainer.algo`` is ``ppo``: every campaign update is the importance-weighted policy
+            gradient of :func:`aios_rl.algos.grpo.offline_update`, which has no value head or GAE.
+    """
+    if trainer.algo == "ppo":
+        raise ConfigError(
+            "trainer.algo 'ppo' is not available in a campaign: its updates are always an "
+            "importance-weighted policy gradient on the micro-batch and replay lanes; remove trainer.algo "
+            "(PPO runs with `aios-rl shell train --algo ppo`)"
+        )
+
+
 def resume_config(
     stored: CampaignConfig, given: CampaignConfig | None, overrides: dict[str, Any]
 ) -> CampaignConfig:
