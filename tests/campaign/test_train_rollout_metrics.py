@@ -76,3 +76,27 @@ def test_an_lm_writing_its_actions_reports_its_act_metrics_per_epoch(tmp_path: P
     for key in ("policy/non_json_frac", "policy/answer_truncated_frac", "policy/prompt_truncated_frac"):
         assert record[key] == pytest.approx(sum(n * m[key] for n, m in reported) / observations)
     assert 0.0 <= record["policy/non_json_frac"] <= 1.0
+
+
+def test_dapo_group_counts_are_per_epoch_and_their_totals_the_runs(tmp_path: Path) -> None:
+    """DAPO's `rollout/dapo_*_groups` count the epoch's resampled and dropped groups, as every other
+    `rollout/*` key is the epoch's own, and `rollout/total_dapo_*_groups` the run's: each resample or drop
+    discards the group's N episodes, which the epoch's own ledger counts."""
+    make_task(tmp_path)
+    config = ShellTrainConfig.model_validate({
+        "epochs": 2, "tasks_per_epoch": 1, "allocator": "dapo-2", "workers": 1, "teacher": "none",
+        "env": {"max_steps": 1},  # one step rarely fixes anything: groups of zero reward variance
+    })
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    try:
+        training.run_epoch(1)
+        training.run_epoch(2)
+    finally:
+        training.close()
+    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    groups = [r["rollout/dapo_resampled_groups"] + r["rollout/dapo_dropped_groups"] for r in records]
+    assert groups[1] > 0
+    assert [2 * g for g in groups] == [r["rollout/discarded"] for r in records]
+    totals = [r["rollout/total_dapo_resampled_groups"] + r["rollout/total_dapo_dropped_groups"]
+              for r in records]
+    assert totals == [groups[0], groups[0] + groups[1]]

@@ -206,7 +206,14 @@ def test_dapo_resamples_zero_variance_groups_up_to_the_cap_then_drops_them():
     assert (last.keep, last.fresh_rollouts) == (False, 0)  # cap reached: dropped
     broke = alloc.finish_group(GroupResult("t", "g", (0.0,) * 4, 0), RolloutBudget(3))
     assert (broke.keep, broke.fresh_rollouts) == (False, 0)  # cannot afford a fresh group
-    assert alloc.metrics() == {"rollout/dapo_resampled_groups": 2.0, "rollout/dapo_dropped_groups": 2.0}
+    assert alloc.metrics() == {"rollout/dapo_resampled_groups": 2.0, "rollout/dapo_dropped_groups": 2.0,
+                               "rollout/total_dapo_resampled_groups": 2.0,
+                               "rollout/total_dapo_dropped_groups": 2.0}
+    alloc.plan_batch(["t"], RolloutBudget(12))  # a new batch counts its own groups; the totals go on
+    alloc.finish_group(GroupResult("t", "g", (0.0,) * 4, 0), RolloutBudget(8))
+    assert alloc.metrics() == {"rollout/dapo_resampled_groups": 1.0, "rollout/dapo_dropped_groups": 0.0,
+                               "rollout/total_dapo_resampled_groups": 3.0,
+                               "rollout/total_dapo_dropped_groups": 2.0}
 
 
 # ---------------------------------------------------------------- ARPO

@@ -258,21 +258,33 @@ class DapoAllocator(Allocator):
 
     def __init__(self, n: int, config: AllocatorConfig | None = None) -> None:
         super().__init__(n, config)
-        self.counts = {"resampled": 0, "dropped": 0}
+        self.counts = {"resampled": 0, "dropped": 0}  # the run's
+        self.batch_counts = dict.fromkeys(self.counts, 0)  # the latest batch's (plan_batch starts one)
+
+    def plan_batch(self, task_ids: Sequence[str], budget: RolloutBudget) -> dict[str, GroupPlan]:
+        self.batch_counts = dict.fromkeys(self.counts, 0)
+        return super().plan_batch(task_ids, budget)
 
     def finish_group(self, result: GroupResult, budget: RolloutBudget) -> GroupVerdict:
         if reward_variance(result.rewards) > self.config.dapo_variance_tol:
             return GroupVerdict(keep=True)
         if result.round < self.config.dapo_max_resamples and budget.remaining >= self.n:
             budget.spend(self.n)
-            self.counts["resampled"] += 1
+            self._count("resampled")
             return GroupVerdict(keep=False, fresh_rollouts=self.n, replace=True)
-        self.counts["dropped"] += 1
+        self._count("dropped")
         log.warning("task %s: zero-variance group dropped after %d resamples", result.task_id, result.round)
         return GroupVerdict(keep=False)
 
+    def _count(self, kind: str) -> None:
+        self.counts[kind] += 1
+        self.batch_counts[kind] += 1
+
     def metrics(self) -> dict[str, float]:
-        return {f"rollout/dapo_{k}_groups": float(v) for k, v in self.counts.items()}
+        """The latest batch's resampled and dropped groups (``rollout/dapo_*``, as the epoch's own ledger) and
+        the run's (``rollout/total_dapo_*``, as the ledger's totals)."""
+        batch = {f"rollout/dapo_{k}_groups": float(v) for k, v in self.batch_counts.items()}
+        return batch | {f"rollout/total_dapo_{k}_groups": float(v) for k, v in self.counts.items()}
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "counts": dict(self.counts)}
