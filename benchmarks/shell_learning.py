@@ -272,8 +272,11 @@ def main() -> None:
                      "leave out --tasks to generate --count tasks into OUT/tasks")
     try:
         generator = GeneratorConfig(count=args.count, seed=0)
+        # e.g. --epochs 0: refused here, not by the first run's config after the baselines were evaluated
+        ShellTrainConfig(epochs=args.epochs, tasks_per_epoch=args.tasks_per_epoch, group_size=args.group_size)
     except ValidationError as exc:  # e.g. --count 0: the field names the flag
-        parser.error("; ".join(f"--{error['loc'][0]}: {error['msg']}" for error in exc.errors()))
+        parser.error("; ".join(f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}"
+                               for error in exc.errors()))
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     tasks_dir = args.tasks or args.out / "tasks"

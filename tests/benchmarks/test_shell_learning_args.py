@@ -8,7 +8,8 @@ import pytest
 
 # Settings the parser refuses, and choices checked once parsed: both before OUT exists or a task is made.
 BAD = ["--setting=bogus=1", "--setting=consolidation_passes=-1", "--setting=epochs", "--trainer=lr=0",
-       "--configs=bogus", "--label-fraction=0", "--val-fraction=1", "--configs=distill+gate", "--count=0"]
+       "--configs=bogus", "--label-fraction=0", "--val-fraction=1", "--configs=distill+gate", "--count=0",
+       "--epochs=0", "--tasks-per-epoch=0", "--group-size=0"]
 
 
 @pytest.mark.parametrize("flag", BAD)
