@@ -9,7 +9,8 @@ than --count/--out/--tasks go to `aios-rl bench rollouts` unchanged (see its --h
 ``--budget 512 --seeds 3 --tasks-per-round 8``; its parser checks them before a task set is generated.
 Defaults: the issue's six methods, budget 512, 3 seeds.
 On a machine with cores to spare, run one seed per process (``--seeds 1 --first-seed S --out DIR_S``),
-then ``benchmarks/rollouts.py --merge DIR_0 DIR_1 DIR_2 --out DIR`` for one table and the targets.
+then ``benchmarks/rollouts.py --merge DIR_0 DIR_1 DIR_2 --out DIR`` for one table and the targets (with
+--merge, the other options go to `aios-rl bench merge-rollouts`, e.g. ``--json``).
 """
 
 from __future__ import annotations
@@ -109,12 +110,14 @@ def main() -> None:
         type=Path,
         nargs="+",
         default=None,
-        help="output directories of runs over other seeds (--first-seed): merge them into --out, print targets",
+        help="output directories of runs over other seeds (--first-seed): merge them into --out, print "
+        "targets (other options go to `aios-rl bench merge-rollouts`)",
     )
     args, bench_args = parser.parse_known_args()
     if args.merge:
+        # the other options go to merge-rollouts (e.g. --json), which refuses those it does not take
         command = [sys.executable, "-m", "aios_rl.cli", "bench", "merge-rollouts", *map(str, args.merge),
-                   "--out", str(args.out)]
+                   "--out", str(args.out), *bench_args]
         run(command)
         for line in targets(json.loads((args.out / "results.json").read_text())):
             print(line)

@@ -107,3 +107,29 @@ def test_a_bad_bench_option_is_a_usage_error_before_the_task_set_is_generated(
         bench.main()
     err = usage_error(bench, [*argv, *option])
     assert says in err and "aios-rl bench rollouts" in err
+
+
+class Ran(Exception):
+    """Raised by the stand-in for `run`: the command the benchmark would have run."""
+
+
+@pytest.mark.parametrize("extra", [["--json"], ["--budget", "64"]])
+def test_merge_passes_its_other_options_on_rather_than_dropping_them(
+    load_benchmark, tmp_path: Path, monkeypatch, extra: list[str]
+) -> None:
+    # `--merge A B --out C --json` printed the table: options beside --merge were parsed and thrown away, so
+    # a merge-rollouts option was ignored and an option it does not take (e.g. --budget) went unnoticed.
+    bench = load_benchmark("rollouts")
+
+    def run(command):
+        raise Ran(command)
+
+    monkeypatch.setattr(bench, "run", run)
+    out = tmp_path / "out"
+    argv = ["rollouts.py", "--merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), *extra]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(Ran) as ran:
+        bench.main()
+    command = ran.value.args[0]
+    assert command[3:6] == ["bench", "merge-rollouts", str(tmp_path / "a")]
+    assert command[-len(extra):] == extra and ["--out", str(out)] == command[-len(extra) - 2:-len(extra)]
