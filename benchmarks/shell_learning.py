@@ -251,6 +251,10 @@ def main() -> None:
                         "OUT/by-task-*.json")
     args = parser.parse_args()
     if args.merge:
+        unreadable = [f"{file} ({why})" for file in args.merge if (why := _not_results(file))]
+        if unreadable:
+            parser.error("--merge takes the results-*.json and by-task-*.json files of this benchmark; "
+                         f"these are not: {'; '.join(unreadable)}")
         merge(args.merge)
         return
     trainer_update = key_values(parser, "--trainer", args.trainer, TrainerConfig)
@@ -440,6 +444,20 @@ def merge(files: list[Path]) -> None:
         print_table(rows, minutes)
     for line in paired_lines(by_task, groups):
         print(line)
+
+
+def _not_results(file: Path) -> str | None:
+    """Why ``file`` is not a results (or by-task) file that :func:`merge` reads; None when it is one."""
+    try:
+        data = json.loads(file.read_text())
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    except ValueError:  # not JSON, e.g. cut short by a killed write
+        return "not complete JSON"
+    run_args = data.get("args") if isinstance(data, dict) else None
+    if not isinstance(run_args, dict) or not {"first_seed", "seeds"} <= run_args.keys():
+        return "no args with first_seed and seeds"
+    return None
 
 
 def _per_seed(values: list[float], keep: list[int], seeds: int) -> list[float]:

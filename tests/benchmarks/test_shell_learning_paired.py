@@ -103,3 +103,16 @@ def test_merge_prints_no_minutes_when_the_file_counted_for_those_seeds_had_none(
     bench.merge([tmp_path / "old.json", tmp_path / "new.json"])
     (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("distillation + RL")]
     assert line.split()[-1] == "-"
+
+
+@pytest.mark.parametrize("content", [None, '{"rows": {"distillation only": {"holdout": [0.5', "[]", "{}"])
+def test_merge_of_a_file_that_is_not_a_results_file_is_a_usage_error(
+    bench, tmp_path, usage_error, content
+) -> None:
+    # A missing file (e.g. an OUT/results-*.json glob that matched nothing), one a killed write cut short,
+    # or another JSON ended in a FileNotFoundError, JSONDecodeError, AttributeError or KeyError traceback.
+    file = tmp_path / "results-distill-s0-0.json"
+    if content is not None:
+        file.write_text(content)
+    err = usage_error(bench, ["shell_learning.py", "--merge", str(file)])
+    assert "--merge" in err and str(file) in err
