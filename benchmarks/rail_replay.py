@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aios_rl.contracts.errors import AiosRlError
 from aios_rl.rollout.rail import GainModel, RailConfig
 from aios_rl.rollout.rail_features import CONTEXT_NAMES, build_arms, realized_gain
 from aios_rl.storage.rail_traces import RailTrace, RailTraceStore
@@ -124,7 +125,10 @@ def main() -> None:
     parser.add_argument("--success-threshold", type=float, default=0.5, help="reward counted as a success")
     parser.add_argument("--sign-eps", type=float, default=1e-6, help="|y| at most this has no sign")
     args = parser.parse_args()
-    runs = load(args.paths)
+    try:
+        runs = load(args.paths)
+    except AiosRlError as exc:  # e.g. a file that is not a run store: say why, without a traceback
+        parser.error(str(exc))
     if not runs:
         raise SystemExit(f"no RAIL traces under {', '.join(map(str, args.paths))}")
     needed = max(traces_needed(RailConfig(**overrides)) for overrides in VARIANTS.values())

@@ -104,3 +104,14 @@ def test_too_few_traces_for_the_replay_are_a_usage_error_not_nan(
         replay.main()  # one trace to score is enough
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("huber (")]
     assert rows and rows[0][2] == "1"
+
+
+def test_a_path_that_is_not_a_run_store_is_a_usage_error_not_a_traceback(
+    load_benchmark, tmp_path, usage_error
+) -> None:
+    # e.g. a run's results.json given for its directory: the store's StorageError ended in a traceback
+    replay = load_benchmark("rail_replay")
+    results = tmp_path / "results.json"
+    results.write_text("[]")
+    err = usage_error(replay, ["rail_replay.py", str(results)])
+    assert f"error: {results}: cannot open the RAIL trace table" in err
