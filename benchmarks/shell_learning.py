@@ -46,7 +46,7 @@ from aios_rl.campaign.shell_eval import holdout_group
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, load_student_from
 from aios_rl.campaign.validation import ValidationConfig
 from aios_rl.contracts.episode import DecodingRegime
-from aios_rl.contracts.errors import LineageError
+from aios_rl.contracts.errors import AiosRlError, LineageError
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.generator import SUMMARY_FILE, GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.sandbox import Sandbox
@@ -282,6 +282,16 @@ def main() -> None:
         parser.error("; ".join(f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}"
                                for error in exc.errors()))
     torch.set_num_threads(1)
+    try:
+        run_benchmark(args, chosen, generator, settings, trainer_update)
+    except AiosRlError as exc:  # e.g. a --tasks that is not a task set: say so, as the CLI does
+        parser.exit(2, f"error: {exc}\n")
+
+
+def run_benchmark(args: argparse.Namespace, chosen: dict[str, dict], generator: GeneratorConfig,
+                  settings: dict[str, str], trainer_update: dict[str, str]) -> None:
+    """Train and evaluate the ``chosen`` configurations for every seed (or ``--rescore`` them), print the
+    table and write the results file; ``main`` has checked the flags."""
     args.out.mkdir(parents=True, exist_ok=True)
     tasks_dir = args.tasks or args.out / "tasks"
     if args.tasks is None and tasks_dir.exists() and not (tasks_dir / SUMMARY_FILE).is_file():

@@ -92,3 +92,22 @@ def test_a_default_task_set_a_killed_generation_left_is_generated_again(
     assert raised.value.args == (out / "tasks", True)
     assert "incomplete" in capsys.readouterr().out
     assert not (out / "tasks-labels-0.5").exists()  # a copy of the partial set is not reused either
+
+
+@pytest.mark.parametrize("layout", ["not a task set", "no train tasks"])
+def test_a_task_set_the_framework_refuses_is_an_error_message_not_a_traceback(
+    load_benchmark, tmp_path: Path, usage_error, layout: str
+) -> None:
+    # --tasks naming a directory that is not a task set (a ContractError) or one without train tasks (a
+    # ConfigError from the first training run) ended in a traceback; the other benchmarks say why, as the CLI.
+    bench = load_benchmark("shell_learning")
+    tasks = tmp_path / "tasks"
+    if layout == "not a task set":
+        (tasks / "seed-0").mkdir(parents=True)  # e.g. a `bench rollouts` output
+        says = "no manifest.json"
+    else:
+        tasks.mkdir()
+        says = "holds no train-split tasks"
+    err = usage_error(bench, ["shell_learning.py", "--seeds", "1", "--configs", "distill", "--no-baselines",
+                              "--out", str(tmp_path / "out"), "--tasks", str(tasks)])
+    assert says in err and "Traceback" not in err
