@@ -26,6 +26,7 @@ import typer
 from pydantic import ValidationError
 
 from aios_rl.cli import bench_cmd
+from aios_rl.contracts.errors import AiosRlError
 from aios_rl.envs.shell.generator import SUMMARY_FILE, GeneratorConfig, generate_benchmark
 
 
@@ -82,14 +83,22 @@ def run(command: list[str]) -> None:
 
 
 def check_bench_args(parser: argparse.ArgumentParser, bench_args: list[str]) -> None:
-    """Parse the options for `aios-rl bench rollouts` with that command's own parser, without running it, so
-    a mistyped one is a usage error now rather than after minutes of generating a missing task set."""
+    """Parse the options for `aios-rl bench rollouts` with that command's own parser, and build the settings
+    they give as it does, without running it, so a mistyped option or a value the settings refuse (an
+    unknown allocator, a budget of 0) is a usage error now rather than after minutes of generating a missing
+    task set."""
     command = typer.main.get_command(bench_cmd.app).commands["rollouts"]  # type: ignore[attr-defined]
+    where = ("(options other than --count, --tasks, --out and --merge go to `aios-rl bench rollouts`; "
+             "see its --help)")
     try:
-        command.make_context("aios-rl bench rollouts", ["--tasks", ".", *bench_args])
+        params = command.make_context("aios-rl bench rollouts", ["--tasks", ".", *bench_args]).params
     except typer.exceptions.TyperException as exc:  # click's UsageError, as typer vendors it
-        parser.error(f"{exc.format_message()} (options other than --count, --tasks, --out and --merge go to "
-                     "`aios-rl bench rollouts`; see its --help)")
+        parser.error(f"{exc.format_message()} {where}")
+    settings = {k: v for k, v in params.items() if k not in ("tasks", "out", "as_json")}
+    try:
+        bench_cmd.bench_config(**settings)
+    except AiosRlError as exc:
+        parser.error(f"{exc} {where}")
 
 
 def main() -> None:

@@ -133,3 +133,24 @@ def test_merge_passes_its_other_options_on_rather_than_dropping_them(
     command = ran.value.args[0]
     assert command[3:6] == ["bench", "merge-rollouts", str(tmp_path / "a")]
     assert command[-len(extra):] == extra and ["--out", str(out)] == command[-len(extra) - 2:-len(extra)]
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [(["--methods", "uniform-16,rali"], "unknown allocator 'rali'"), (["--budget", "0"], "budget"),
+     (["--seed-list", "1,x"], "--seed-list")],
+)
+def test_a_bench_option_its_config_refuses_is_a_usage_error_before_the_task_set_is_generated(
+    load_benchmark, tmp_path: Path, monkeypatch, usage_error, option: list[str], says: str
+) -> None:
+    # Values the parser takes but the benchmark's settings refuse (an allocator name mistyped, a budget of 0)
+    # were found only when `bench rollouts` ran, after the missing task set had been generated.
+    bench = load_benchmark("rollouts")
+
+    def generate(tasks_dir, config, *args, **kwargs):
+        raise AssertionError("generated the task set before checking the bench options")
+
+    monkeypatch.setattr(bench, "generate_benchmark", generate)
+    argv = ["rollouts.py", "--count", "4", "--tasks", str(tmp_path / "tasks"), "--out", str(tmp_path / "out")]
+    err = usage_error(bench, [*argv, *option])
+    assert says in err and "aios-rl bench rollouts" in err

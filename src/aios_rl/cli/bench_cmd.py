@@ -68,9 +68,55 @@ def rollouts(
 ) -> None:
     """Train the same student under each allocator from the same checkpoint and seeds; compare holdout success
     at equal cumulative rollout budgets. Writes OUT/results.json and OUT/rollouts.png."""
-    from aios_rl.campaign.rollout_bench import BenchConfig, run_bench
-    from aios_rl.contracts.config import load_config
+    from aios_rl.campaign.rollout_bench import run_bench
     from aios_rl.contracts.errors import ConfigError
+
+    cfg = bench_config(
+        config,
+        methods=methods,
+        budget=budget,
+        seeds=seeds,
+        first_seed=first_seed,
+        seed_list=seed_list,
+        tasks_per_round=tasks_per_round,
+        eval_points=eval_points,
+        eval_tasks=eval_tasks,
+        eval_samples=eval_samples,
+        max_steps=max_steps,
+        warm_start_epochs=warm_start_epochs,
+    )
+    out = out or Path("runs") / f"bench-rollouts-{time.strftime('%Y%m%d-%H%M%S')}"
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory; choose a new directory")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--out {out} is not empty; choose a new directory")
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = run_bench(tasks, out, cfg, log=lambda line: typer.echo(line, err=True))
+    _report(summaries, cfg, out, as_json)
+
+
+def bench_config(
+    config: Path | None,
+    *,
+    methods: str | None = None,
+    budget: int | None = None,
+    seeds: int | None = None,
+    first_seed: int | None = None,
+    seed_list: str | None = None,
+    tasks_per_round: int | None = None,
+    eval_points: int | None = None,
+    eval_tasks: int | None = None,
+    eval_samples: int | None = None,
+    max_steps: int | None = None,
+    warm_start_epochs: int | None = None,
+) -> BenchConfig:
+    """The settings `bench rollouts` runs with: ``config`` (a YAML file) under the options given.
+
+    Raises:
+        ConfigError: a value the settings refuse (e.g. an unknown allocator name, a budget of 0).
+    """
+    from aios_rl.campaign.rollout_bench import BenchConfig
+    from aios_rl.contracts.config import load_config
 
     overrides = {
         "methods": None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
@@ -85,15 +131,7 @@ def rollouts(
         "train.env.max_steps": max_steps,
         "train.warm_start_epochs": warm_start_epochs,
     }
-    cfg = load_config(BenchConfig, config, overrides)
-    out = out or Path("runs") / f"bench-rollouts-{time.strftime('%Y%m%d-%H%M%S')}"
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a directory; choose a new directory")
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"--out {out} is not empty; choose a new directory")
-    out.mkdir(parents=True, exist_ok=True)
-    summaries = run_bench(tasks, out, cfg, log=lambda line: typer.echo(line, err=True))
-    _report(summaries, cfg, out, as_json)
+    return load_config(BenchConfig, config, overrides)
 
 
 @app.command("merge-rollouts")
