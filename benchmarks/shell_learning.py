@@ -46,12 +46,13 @@ from aios_rl.campaign.shell_eval import holdout_group
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, load_student_from
 from aios_rl.campaign.validation import ValidationConfig
 from aios_rl.contracts.episode import DecodingRegime
-from aios_rl.contracts.errors import AiosRlError, LineageError
+from aios_rl.contracts.errors import AiosRlError, ConfigError, LineageError
 from aios_rl.envs.shell.env import ShellBugfixEnv, ShellEnvConfig
 from aios_rl.envs.shell.generator import SUMMARY_FILE, GeneratorConfig, generate_benchmark
 from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import iter_task_dirs, load_tasks
 from aios_rl.policy.uniform import UniformPolicy
+from aios_rl.storage.files import write_text_atomic
 
 CONFIGS = {
     "pure RL (--teacher none)": {"teacher": "none", "rl": True},
@@ -71,6 +72,8 @@ SHORT = {"rl": "pure RL (--teacher none)", "distill": "distillation only", "dist
          "distill+rl+distinct": "distillation + RL, distinct", "rl+distinct": "pure RL, distinct",
          "distill+rl+states": "distillation + RL, distinct states", "rl+states": "pure RL, distinct states",
          "distill+rl+redistill": "distillation + RL, redistilled"}
+
+DERIVED_FROM = "derived-from.json"  # in a labelled copy: the task set and fractions it was made from
 
 
 def training_minutes(run: Path, warm_run: Path | None) -> float | None:
@@ -174,9 +177,19 @@ def derive_tasks(tasks_dir: Path, out: Path, label_fraction: float, val_fraction
     The others look like bug reports without a known fix: the oracle cannot demonstrate or label them (it
     shapes their rewards from test evidence only), so only RL learns from them. Holdout tasks are copied
     unchanged.
+
+    The copy records what it was made from (:data:`DERIVED_FROM`) and is reused only for that: made from
+    another task set, it is refused (a copy made before the record existed is reused as before).
     """
     val = out.with_name(out.name + "-val") if val_fraction > 0 else None
+    source = {"tasks": str(tasks_dir.resolve()), "label_fraction": label_fraction,
+              "val_fraction": val_fraction}
     if out.exists():
+        stamp = out / DERIVED_FROM
+        made_from = json.loads(stamp.read_text()) if stamp.is_file() else source
+        if made_from != source:
+            raise ConfigError(f"{out} was made from {made_from['tasks']}, not from {source['tasks']}: "
+                              "give this run another --out, or remove the copy to make it again")
         return out, val
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -195,6 +208,7 @@ def derive_tasks(tasks_dir: Path, out: Path, label_fraction: float, val_fraction
             data = json.loads(manifest.read_text())
             data["reference_patch"] = None
             manifest.write_text(json.dumps(data, indent=2))
+    (partial / DERIVED_FROM).write_text(json.dumps(source, indent=2))
     partial.rename(out)
     return out, val
 
@@ -397,7 +411,8 @@ def run_benchmark(args: argparse.Namespace, chosen: dict[str, dict], generator: 
     seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
     results = {"rows": rows, "train_minutes": minutes, "by_task": by_task, "holdout_groups": groups,
                "args": vars(args)}
-    (args.out / f"results-{suffix}-{seeds}.json").write_text(json.dumps(results, indent=2, default=str))
+    # whole or not at all: a run into the same --out killed while writing keeps the earlier results
+    write_text_atomic(args.out / f"results-{suffix}-{seeds}.json", json.dumps(results, indent=2, default=str))
 
 
 def print_table(rows: dict[str, dict[str, list[float]]], minutes: dict[str, list[float]]) -> None:
@@ -506,7 +521,7 @@ def rescore(args: argparse.Namespace, tasks_dir: Path, names: list[str]) -> None
     suffix = args.configs.replace(",", "_").replace("+", "-")
     seeds = f"s{args.first_seed}-{args.first_seed + args.seeds - 1}"
     rescored = {"by_task": by_task, "holdout_groups": holdout_groups(tasks_dir), "args": vars(args)}
-    (args.out / f"by-task-{suffix}-{seeds}.json").write_text(json.dumps(rescored, indent=2, default=str))
+    write_text_atomic(args.out / f"by-task-{suffix}-{seeds}.json", json.dumps(rescored, indent=2, default=str))
 
 
 def run_name(seed: int, name: str, config: dict) -> str:

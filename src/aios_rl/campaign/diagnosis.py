@@ -13,7 +13,6 @@ caused the update.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from aios_rl.campaign.slots import reference_episode_id
 from aios_rl.contracts.episode import Episode, utc_now
 from aios_rl.control import lineage as lineage_rules
 from aios_rl.control.plane import ControlPlane
+from aios_rl.storage.files import write_text_atomic
 
 
 def comparison_record(episode: Episode, reference: Episode | None) -> dict[str, Any]:
@@ -82,12 +82,7 @@ def write_diagnosis(run_dir: Path, epoch: int | str, body: dict[str, Any]) -> Pa
     folder = run_dir / "rollbacks"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{epoch}.json"
-    tmp = folder / f".{epoch}.json.tmp"
-    with tmp.open("w") as fh:
-        json.dump(body, fh, indent=2, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(body, indent=2, sort_keys=True))
     return path
 
 

@@ -42,6 +42,7 @@ from aios_rl.contracts.episode import DecodingRegime, Task
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.rollout.allocators import parse_allocator_name
+from aios_rl.storage.files import write_text_atomic
 
 REFERENCE = "uniform-16"
 RESULTS_FILE = "results.json"
@@ -163,7 +164,7 @@ def run_bench(
         raise ConfigError(f"{tasks_dir} has no holdout tasks to evaluate on")
     holdout = holdout[: config.eval_tasks or None]
     runs: dict[str, list[SeedRun]] = {m: [] for m in config.methods}
-    (out / CONFIG_FILE).write_text(config.model_dump_json(indent=2))
+    write_text_atomic(out / CONFIG_FILE, config.model_dump_json(indent=2))
     for seed in config.seed_numbers():
         start, success = _initial(tasks_dir, out / f"seed-{seed}" / "initial", seed, config, holdout)
         log(f"seed {seed}: initial checkpoint {start}, holdout success {success:.3f}")
@@ -244,12 +245,12 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
     summaries = summarize(runs)
     out.mkdir(parents=True, exist_ok=True)
     _write_results(out, summaries)
-    (out / CONFIG_FILE).write_text(merged.model_dump_json(indent=2))
+    write_text_atomic(out / CONFIG_FILE, merged.model_dump_json(indent=2))
     return summaries, merged
 
 
 def _write_results(out: Path, summaries: list[MethodSummary]) -> None:
-    (out / RESULTS_FILE).write_text(json.dumps([s.as_json() for s in summaries], indent=2))
+    write_text_atomic(out / RESULTS_FILE, json.dumps([s.as_json() for s in summaries], indent=2))
 
 
 def _seed_run(data: dict[str, Any]) -> SeedRun:

@@ -35,7 +35,7 @@ import random
 import re
 import secrets
 import shutil
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from safetensors.torch import load_file, save_file
 
 from aios_rl.contracts.episode import Record
 from aios_rl.contracts.errors import StorageError
+from aios_rl.storage.files import fsync_dir, write_atomic
 
 __all__ = [
     "TENSORS_FILE",
@@ -161,7 +162,7 @@ class CheckpointStore:
                     raise StorageError(f"cannot remove leftover temp directory {entry}: {exc}") from exc
                 removed += 1
         if removed:
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
             logger.warning("removed %d leftover checkpoint temp directories under %s", removed, self.root)
         return removed
 
@@ -184,12 +185,12 @@ class CheckpointStore:
             doomed = self.root / f"{_TMP_PREFIX}{checkpoint_id}-{secrets.token_hex(6)}"
             try:
                 os.rename(directory, doomed)
-                _fsync_dir(self.root)
+                fsync_dir(self.root)
                 shutil.rmtree(doomed)
             except OSError as exc:
                 raise StorageError(f"cannot remove unregistered checkpoint {directory}: {exc}") from exc
         if orphans:
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
             logger.warning("removed %d checkpoint(s) under %s that a crash left unregistered: %s",
                            len(orphans), self.root, ", ".join(orphans))
         return orphans
@@ -270,10 +271,10 @@ class CheckpointStore:
         tensors_path, meta_path = work / TENSORS_FILE, work / META_FILE
         try:
             work.mkdir()
-            _write_atomic(tensors_path, lambda tmp: save_file(tensors, str(tmp)))
+            write_atomic(tensors_path, lambda tmp: save_file(tensors, str(tmp)))
             sha, tensors_size = _sha256_file(tensors_path)
             meta_bytes = _meta_file_bytes(body, sha)
-            _write_atomic(meta_path, lambda tmp: tmp.write_bytes(meta_bytes))
+            write_atomic(meta_path, lambda tmp: tmp.write_bytes(meta_bytes))
         except _IO_ERRORS as exc:
             raise StorageError(f"cannot write checkpoint files under {work}: {exc}") from exc
         return CheckpointFiles(
@@ -292,7 +293,7 @@ class CheckpointStore:
             if not final.exists():
                 raise StorageError(f"cannot move {work} to {final}: {exc}") from exc
             return self._same_as_existing(files)
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         logger.info("saved checkpoint %s (%d bytes, sha256 %s)", final, files.size_bytes, files.sha256)
         return files
 
@@ -547,28 +548,6 @@ def _sha256_file(path: Path) -> tuple[str, int]:
     except OSError as exc:
         raise StorageError(f"{path}: unreadable: {exc}") from exc
     return digest.hexdigest(), size
-
-
-def _write_atomic(path: Path, write: Callable[[Path], object]) -> None:
-    """Write ``path`` via a temp file in its directory: write, fsync, rename, fsync the directory."""
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
-    write(tmp)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # flushes the pages written by `write`, whatever descriptor wrote them
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # A rename is durable only once the directory entry itself is on disk.
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _remove_quietly(work: Path) -> None:

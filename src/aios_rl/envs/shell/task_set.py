@@ -20,6 +20,7 @@ from aios_rl.envs.shell.generator_config import GeneratorConfig
 from aios_rl.envs.shell.mining import KeptMutant, MiningResult
 from aios_rl.envs.shell.mutate import difficulty_estimate, fix_candidates, unified_diff
 from aios_rl.envs.shell.task import IGNORED_IN_COPIES, MANIFEST, REPO, ShellTaskManifest, write_task
+from aios_rl.storage.files import write_text_atomic
 
 SUMMARY_FILE = "benchmark.json"
 
@@ -246,7 +247,5 @@ def summarize(out: Path, config: GeneratorConfig, mined: MiningResult, splits: d
     effort = {"out", "duration_s", "candidates_tried", "sandbox_runs"}
     record = {**summary.model_dump(exclude=effort), "config": config.model_dump(mode="json"),
               "tasks": sorted(splits)}
-    tmp = out / f".tmp-{SUMMARY_FILE}"
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(tmp, out / SUMMARY_FILE)
+    write_text_atomic(out / SUMMARY_FILE, json.dumps(record, indent=2) + "\n")
     return summary.model_copy(update={"duration_s": round(time.monotonic() - started, 3)})
