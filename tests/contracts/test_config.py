@@ -113,3 +113,26 @@ def test_yaml_in_utf8_with_non_ascii_values(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_bytes("name: café ☕\n".encode())
     assert load_config(Outer, path).name == "café ☕"
+
+
+def test_a_key_given_twice_is_refused_at_any_depth(tmp_path: Path) -> None:
+    """PyYAML keeps the last of two equal keys without a word, so the first setting was silently dropped."""
+    top = tmp_path / "top.yaml"
+    top.write_text("name: a\ninner:\n  rate: 2\nname: b\n")
+    with pytest.raises(ConfigError, match=r"(?s)not valid YAML.*duplicate key 'name' \(first on line 1\)"):
+        load_config(Outer, top)
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("inner:\n  rate: 2\n  rate: 3\n")
+    with pytest.raises(ConfigError, match=r"duplicate key 'rate' \(first on line 2\)"):
+        load_config(Outer, nested)
+    flow = tmp_path / "flow.yaml"
+    flow.write_text("inner: {rate: 2, rate: 3}\n")
+    with pytest.raises(ConfigError, match=r"duplicate key 'rate' \(first on line 1\)"):
+        load_config(Outer, flow)
+
+
+def test_a_merge_key_may_be_overridden(tmp_path: Path) -> None:
+    """A key beside a YAML merge (<<) overrides the merged one: that is no duplicate."""
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("inner:\n  <<: {rate: 2}\n  rate: 3\n")
+    assert load_config(Outer, merged).inner.rate == 3

@@ -58,11 +58,36 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that names a key twice: PyYAML would keep the last value and
+    drop the first without a word, so one of two settings the user wrote would silently not apply."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # keys beside a merge (<<) override the merged ones, as YAML intends
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: the safe loader reports it below
+                continue
+            if seen is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r} (first on line {seen.start_mark.line + 1}); "
+                    "give each key once",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping, raising ConfigError for a missing or unreadable file, bad YAML (text that is not
-    UTF-8 included) or a non-mapping."""
+    UTF-8 included, a key given twice) or a non-mapping."""
     try:
-        loaded = yaml.safe_load(path.read_bytes())  # bytes: YAML decodes them (UTF-8, or UTF-16 with a BOM)
+        # bytes: YAML decodes them (UTF-8, or UTF-16 with a BOM)
+        loaded = yaml.load(path.read_bytes(), Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
     except OSError as exc:
