@@ -151,6 +151,10 @@ def test_an_unknown_backend_is_refused_before_the_run_directory_exists(tmp_path)
     with pytest.raises(ConfigError, match="did you mean 'codex'"):
         ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     assert not (tmp_path / "run").exists()  # so the corrected command starts the run afresh
+    repeated = config.model_copy(update={"teacher": "oracle,oracle"})
+    with pytest.raises(ConfigError, match="names oracle more than once"):
+        ShellTraining(tmp_path / "run", tmp_path / "tasks", repeated)
+    assert not (tmp_path / "run").exists()  # it stored 'oracle,oracle', and refused the corrected command
 
 
 def test_a_capitalised_oracle_is_the_oracle_first_as_written_lowercase(tmp_path) -> None:

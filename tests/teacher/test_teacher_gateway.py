@@ -364,6 +364,17 @@ def test_checked_backends_keeps_the_names_as_written_and_refuses_unknown_ones() 
         checked_backends("none,oracle")
 
 
+def test_checked_backends_refuses_a_backend_named_twice() -> None:
+    """The gateway refuses a repeated backend; the check before a run starts must refuse it too, or the run
+    directory is created (with the spec stored) before the gateway is built and fails."""
+    from aios_rl.teacher.gateway import checked_backends
+
+    with pytest.raises(ConfigError, match=r"--teacher 'oracle,oracle' names oracle more than once"):
+        checked_backends("oracle,oracle")
+    with pytest.raises(ConfigError, match="names claude more than once; list each backend once"):
+        checked_backends("claude,oracle,claude-code")
+
+
 def test_the_cost_of_failed_calls_is_counted_retried_or_not() -> None:
     flaky = Scripted(BackendFailure("nonzero_exit", retryable=True, cost_usd=0.25), ok(cost=0.5))
     config = TeacherConfig(backend="claude", retries=1, backoff_s=0.0)

@@ -133,11 +133,15 @@ def checked_backends(spec: str) -> list[str]:
     so what reaches here from them is already canonical.
 
     Raises:
-        ConfigError: a malformed spec, or an unknown backend (with the closest known names).
+        ConfigError: a malformed spec, an unknown backend (with the closest known names), or a backend
+            named twice (as :class:`TeacherConfig` refuses it).
     """
     names = teacher_backends(spec)
-    for name in names:
-        resolve_backend(name)
+    resolved = [resolve_backend(name) for name in names]
+    repeated = sorted({n for n in resolved if resolved.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"--teacher {spec!r} names {', '.join(repeated)} more than once; list each "
+                          "backend once")
     return names
 
 
