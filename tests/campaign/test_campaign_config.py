@@ -98,3 +98,10 @@ def test_a_resume_given_the_teacher_as_first_typed_keeps_the_run() -> None:
     assert resume_config(stored, None, {"teacher": "Oracle"}).teacher == "oracle"
     with pytest.raises(ConfigError, match="teacher"):
         resume_config(stored, None, {"teacher": "none"})
+
+
+@pytest.mark.parametrize("key, value", [("seed", 2**64), ("seed", -(2**32)), ("torch_threads", 2**31)])
+def test_a_seed_or_thread_count_torch_cannot_take_is_a_config_error(key: str, value: int) -> None:
+    """They raised a bare ValueError from torch once the campaign's run directory existed."""
+    with pytest.raises(ConfigError, match=f"{key}: got {value}; expected input should be"):
+        load_config(CampaignConfig, None, {key: value})

@@ -24,3 +24,16 @@ def test_out_that_is_not_a_new_directory_is_a_config_error(tmp_path: Path, kind:
     assert isinstance(result.exception, ConfigError), result.exception
     assert "--out" in str(result.exception)
     assert out.exists() and (out.is_file() or [p.name for p in out.iterdir()] == ["results.json"])
+
+
+@pytest.mark.parametrize("flags", [["--first-seed", str(2**32)], ["--seed-list", f"0,{2**64}"],
+                                   ["--first-seed", str(2**32 - 2), "--seeds", "3"]])
+def test_a_seed_torch_cannot_take_is_refused_before_out_exists(tmp_path: Path, flags: list[str]) -> None:
+    """Each seed becomes shell train's seed; beyond its bound torch raised a bare ValueError once --out
+    held the seed's initial run."""
+    out = tmp_path / "out"
+    args = ["bench", "rollouts", "--tasks", str(tmp_path), "--out", str(out), *flags]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert f"seeds must be between 0 and {2**32 - 1}" in str(result.exception)
+    assert not out.exists()

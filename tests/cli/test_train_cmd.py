@@ -6,9 +6,11 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from aios_rl.cli.main import app
+from aios_rl.contracts.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -96,3 +98,32 @@ def test_a_second_shell_train_on_a_run_being_trained_fails_fast_and_touches_noth
         proc.wait(60)
     with ControlPlane(run, writer=False) as after:
         assert after.store.event_count() == events
+
+
+@pytest.mark.parametrize("flag, value", [("--seed", str(2**64)), ("--seed", str(-(2**63) - 1)),
+                                         ("torch_threads", str(2**31))])
+def test_a_seed_or_thread_count_torch_cannot_take_is_refused_before_the_run_exists(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    """torch.manual_seed and torch.set_num_threads raised a bare ValueError ('Overflow when unpacking long
+    long'), the thread count after the run directory had stored the setting that a corrected command then
+    had to match."""
+    make_task(tmp_path)
+    args = ["shell", "train", "--tasks", str(tmp_path / "tasks"), "--run", str(tmp_path / "run"),
+            "--epochs", "1"]
+    if flag.startswith("--"):
+        args += [flag, value]
+    else:
+        (tmp_path / "c.yaml").write_text(f"{flag}: {value}\n")
+        args += ["--config", str(tmp_path / "c.yaml")]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert ("seed" if flag == "--seed" else "torch_threads") in str(result.exception)
+    assert not (tmp_path / "run").exists()
+
+
+def test_shell_eval_refuses_a_seed_torch_cannot_take(tmp_path: Path) -> None:
+    """Checked with the other flags, before a run is opened or a task run (it raised a bare ValueError)."""
+    result = CliRunner().invoke(app, ["shell", "eval", "--run", str(tmp_path), "--seed", str(2**64)])
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert f"--seed must be between -{2**32 - 1} and {2**32 - 1}, got {2**64}" in str(result.exception)

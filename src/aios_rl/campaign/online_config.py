@@ -12,7 +12,7 @@ from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.drills import Drill
 from aios_rl.campaign.slots import slot_event_id
 from aios_rl.campaign.students import StudentConfig
-from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.config import MAX_SEED, MAX_TORCH_THREADS, ConfigModel
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.control.compare import CompareConfig
 from aios_rl.control.events import ControlConfig
@@ -34,8 +34,13 @@ class CampaignConfig(ConfigModel):
     """
 
     max_tasks: int = Field(default=24, ge=1, description="Task slots to run (a resume may raise it).")
-    seed: int = Field(default=0, description="Seeds the task order, the episodes and the student.")
-    torch_threads: int = Field(default=1, ge=1, description="CPU threads for the student.")
+    seed: int = Field(
+        default=0, ge=-MAX_SEED, le=MAX_SEED,
+        description="Seeds the task order, the episodes and the student.",
+    )
+    torch_threads: int = Field(
+        default=1, ge=1, le=MAX_TORCH_THREADS, description="CPU threads for the student."
+    )
     temperature: float = Field(default=1.0, gt=0, description="Sampling temperature of campaign episodes.")
     top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus mass of campaign episodes.")
     teacher: str = Field(default="oracle", description="none, or teacher backends in fallback order.")

@@ -37,7 +37,7 @@ from pydantic import Field, field_validator, model_validator
 from aios_rl.campaign.evaluate import GREEDY, evaluate
 from aios_rl.campaign.metrics import read_metrics
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
-from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.config import MAX_SEED, ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Task
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.envs.shell.task import load_tasks
@@ -113,6 +113,15 @@ class BenchConfig(ConfigModel):
             )
         for name, value in implied.items():
             object.__setattr__(self, name, value)  # frozen model: set once, while validating
+        return self
+
+    @model_validator(mode="after")
+    def _seeds_in_range(self) -> BenchConfig:
+        """Each seed is shell train's seed: refused here, before --out holds a run, when beyond its bound."""
+        largest = max(self.seed_list) if self.seed_list else self.first_seed + self.seeds - 1
+        if largest > MAX_SEED:
+            raise ConfigError(f"seeds must be between 0 and {MAX_SEED}, got {largest} (the largest of "
+                              "seed_list, or first_seed + seeds - 1); choose smaller seeds")
         return self
 
     def seed_numbers(self) -> list[int]:

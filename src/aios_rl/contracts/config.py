@@ -21,6 +21,11 @@ from aios_rl.contracts.validate import problems_from
 
 C = TypeVar("C", bound="ConfigModel")
 
+MAX_SEED = 2**32 - 1
+"""The largest seed (and the most negative, negated) a run takes: seeds are mixed into torch's 64-bit
+generator seeds (``seed * 7919 + epoch``), which a seed much beyond this overflows with a bare ValueError."""
+MAX_TORCH_THREADS = 1024  # torch.set_num_threads overflows at 2**31; no CPU student gains from more
+
 
 class ConfigModel(BaseModel):
     """Base of every component config: frozen, unknown keys forbidden, non-finite numbers rejected."""
