@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from aios_rl.campaign import train as train_module
 from aios_rl.cli.main import app
+from aios_rl.contracts.errors import ConfigError
 
 
 class Captured(Exception):
@@ -51,3 +52,20 @@ def test_a_model_for_a_compact_student_is_refused(tmp_path: Path, monkeypatch: p
     assert result.exit_code == 2 and "--student causal-lm" in result.output
     config = built_config(tmp_path, monkeypatch, "--student", "causal-lm", "--model", str(tmp_path))
     assert (config.student.kind, config.student.model_path) == ("causal-lm", str(tmp_path))
+
+
+def test_a_group_size_the_allocator_overrides_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The allocator's name sets the group size: --group-size 8 beside --allocator dapo-4 (or rail) trained
+    groups of 4 (rail's cap) and never used the 8."""
+    monkeypatch.setattr(train_module, "ShellTraining", lambda *_: pytest.fail("trained"))
+    args = ["shell", "train", "--tasks", str(tmp_path), "--run", str(tmp_path / "run")]
+    result = CliRunner().invoke(app, [*args, "--group-size", "8", "--allocator", "dapo-4"])
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert "group_size 8 is not used: allocator 'dapo-4' sets the group size (4)" in str(result.exception)
+    (tmp_path / "c.yaml").write_text("group_size: 8\n")
+    result = CliRunner().invoke(app, [*args, "--config", str(tmp_path / "c.yaml"), "--allocator", "rail"])
+    assert isinstance(result.exception, ConfigError) and "allocator 'rail'" in str(result.exception)
+    config = built_config(tmp_path, monkeypatch, "--group-size", "4", "--allocator", "dapo-4")
+    assert (config.group_size, config.allocator_name()) == (4, "dapo-4")  # the same size twice is no conflict

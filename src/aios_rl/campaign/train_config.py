@@ -171,6 +171,27 @@ class ShellTrainConfig(ConfigModel):
         return self.allocator or f"uniform-{self.group_size}"
 
 
+def check_group_size(config: ShellTrainConfig) -> None:
+    """Refuse a group_size set beside an allocator whose name sets another: the allocator's size is the
+    one trained with, so the given one would be ignored without a word.
+
+    Only fields the command set count (``model_fields_set``: the keys of ``--config`` and the flags given).
+    A stored configuration holds every field, so this is for a command building a new one, not a resume.
+
+    Raises:
+        ConfigError: naming both settings and how to agree them.
+    """
+    if config.allocator is None or "group_size" not in config.model_fields_set:
+        return
+    kind, size = parse_allocator_name(config.allocator)
+    if size != config.group_size:
+        sets = (f"sets the group size ({size})" if size is not None
+                else "sets its own group sizes (up to allocation.rail_cap)")
+        raise ConfigError(f"group_size {config.group_size} is not used: allocator '{config.allocator}' "
+                          f"{sets}; leave group_size (--group-size) out, or name the size in the allocator, "
+                          f"e.g. '{kind}-{config.group_size}'")
+
+
 # Settings added after runs were stored, by path, with the value that reproduces such a run (what it ran
 # with). A run stored without one resumes with that value, not with today's default.
 LEGACY_SETTINGS: dict[tuple[str, ...], Any] = {

@@ -32,7 +32,10 @@ def train(
     ),
     no_rl: bool = typer.Option(False, "--no-rl", help="Distillation only: no RL updates (ablation)."),
     tasks_per_epoch: int | None = typer.Option(None, "--tasks-per-epoch", help="Training tasks per epoch."),
-    group_size: int | None = typer.Option(None, "--group-size", help="Episodes per task per epoch (uniform-N)."),
+    group_size: int | None = typer.Option(
+        None, "--group-size", help="Episodes per task per epoch (uniform-N); an --allocator of another size "
+        "is refused (its name sets the size)."
+    ),
     allocator: str | None = typer.Option(
         None, "--allocator", help="Rollout allocator: uniform-N, dapo-N, arpo-N, tree-N, vip-N, rail or rail-N "
         "(default: uniform-<group size>)."
@@ -65,6 +68,7 @@ def train(
     """
     from aios_rl.campaign.metrics import json_values
     from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, open_training
+    from aios_rl.campaign.train_config import check_group_size
     from aios_rl.contracts.config import load_config
 
     if tasks is None:
@@ -94,6 +98,7 @@ def train(
             "redistill_passes": redistill_passes,
         }
         settings = load_config(ShellTrainConfig, config, overrides)
+        check_group_size(settings)
         if model is not None and settings.student.kind != "causal-lm":
             raise typer.BadParameter(f"a model is for the causal-lm student, but this run trains a "
                                      f"{settings.student.kind} one; add --student causal-lm",
