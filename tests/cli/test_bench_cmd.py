@@ -37,3 +37,21 @@ def test_a_seed_torch_cannot_take_is_refused_before_out_exists(tmp_path: Path, f
     assert isinstance(result.exception, ConfigError), result.exception
     assert f"seeds must be between 0 and {2**32 - 1}" in str(result.exception)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("key, value, instead", [
+    ("seed", "7", "seeds, first_seed or seed_list"), ("allocator", "rail", "methods"),
+    ("tasks_per_epoch", "2", "tasks_per_round"), ("rollout_budget", "64", "budget"),
+    ("group_size", "16", "methods"), ("epochs", "3", "budget"),
+])
+def test_train_settings_the_bench_sets_itself_are_refused(
+    tmp_path: Path, key: str, value: str, instead: str
+) -> None:
+    """Every method's run overwrote these, so `train: {seed: 7}` ran seed 0 without a word."""
+    (tmp_path / "b.yaml").write_text(f"train:\n  {key}: {value}\n")
+    out = tmp_path / "out"
+    args = ["bench", "rollouts", "--tasks", str(tmp_path), "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "--config", str(tmp_path / "b.yaml")])
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert f"train.{key} is set by bench rollouts itself" in str(result.exception)
+    assert f"give {instead}" in str(result.exception) and not out.exists()

@@ -63,6 +63,17 @@ RAIL_KEYS = (
 
 Log = Callable[[str], None]
 
+# `train:` settings every method's run sets itself (``_train_config``, the rounds loop), with what to give
+# instead: a value given there would be overwritten without a word.
+BENCH_SETS = {
+    "seed": "seeds, first_seed or seed_list",
+    "allocator": "methods",
+    "group_size": "methods (the allocator's name sets it)",
+    "tasks_per_epoch": "tasks_per_round",
+    "rollout_budget": "budget",
+    "epochs": "budget (each method runs rounds until it is spent)",
+}
+
 
 class BenchConfig(ConfigModel):
     """What `aios-rl bench rollouts` runs; ``train`` holds every other `shell train` setting."""
@@ -114,6 +125,17 @@ class BenchConfig(ConfigModel):
         for name, value in implied.items():
             object.__setattr__(self, name, value)  # frozen model: set once, while validating
         return self
+
+    @field_validator("train")
+    @classmethod
+    def _no_settings_the_bench_sets(cls, train: ShellTrainConfig) -> ShellTrainConfig:
+        default = ShellTrainConfig()
+        for key, instead in BENCH_SETS.items():
+            value = getattr(train, key)
+            if value != getattr(default, key):
+                raise ConfigError(f"train.{key} is set by bench rollouts itself (got {value!r}); leave it "
+                                  f"out of train: and give {instead}")
+        return train
 
     @model_validator(mode="after")
     def _seeds_in_range(self) -> BenchConfig:

@@ -60,7 +60,9 @@ def rollouts(
         help="Distillation passes before RL (default: shell train's warm_start_epochs, 60; 0: none).",
     ),
     config: Path | None = typer.Option(
-        None, "--config", help="YAML with BenchConfig fields; `train:` takes any `shell train` setting."
+        None, "--config", help="YAML with BenchConfig fields; `train:` takes any `shell train` setting but "
+        "those each method's run sets itself (seed, allocator, group_size, tasks_per_epoch, rollout_budget, "
+        "epochs), which are refused."
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON object per method instead of the table."
