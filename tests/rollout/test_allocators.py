@@ -25,6 +25,7 @@ from aios_rl.rollout.allocators import (
     TreeAllocator,
     UniformAllocator,
     VipAllocator,
+    canonical_allocator_name,
     make_allocator,
     parse_allocator_name,
     proportional_allocation,
@@ -84,6 +85,15 @@ def test_rail_and_grpo_names():
     rail = make_allocator("rail", AllocatorConfig(rail_cap=24))
     assert isinstance(rail, RailAllocator) and rail.n == 24
     assert make_allocator("rail-12").group_plan("t").cap == 12
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [("Dapo-3", "dapo-3"), ("GRPO-8", "uniform-8"), ("rail", "rail-24"), ("RAIL-9", "rail-9")],
+)
+def test_a_canonical_name_builds_what_its_spelling_builds(name, canonical):
+    config = AllocatorConfig(rail_cap=24)
+    assert canonical_allocator_name(name, config.rail_cap) == canonical == make_allocator(name, config).name
 
 
 # ---------------------------------------------------------------- budget counter

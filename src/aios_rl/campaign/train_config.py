@@ -18,7 +18,7 @@ from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
 from aios_rl.control.reward import RewardConfig
 from aios_rl.envs.shell.env import ShellEnvConfig
-from aios_rl.rollout.allocators import AllocatorConfig, parse_allocator_name
+from aios_rl.rollout.allocators import AllocatorConfig, canonical_allocator_name
 from aios_rl.teacher.calibrate import MonitorConfig
 from aios_rl.teacher.gateway import TeacherConfig, canonical_teacher_spec, with_api_key_of
 
@@ -38,7 +38,8 @@ class ShellTrainConfig(ConfigModel):
     group_size: int = Field(default=4, ge=1, description="Episodes per task per epoch (the GRPO group).")
     allocator: str | None = Field(
         default=None, description="Rollout allocator: uniform-N, dapo-N, arpo-N, tree-N, vip-N, rail or rail-N "
-        "(None: uniform-<group_size>)."
+        "(None: uniform-<group_size>); kept under its canonical name (grpo-N is uniform-N, rail is "
+        "rail-<allocation.rail_cap>).",
     )
     allocation: AllocatorConfig = Field(default_factory=AllocatorConfig, description="Allocator and RAIL settings.")
     rollout_budget: int = Field(
@@ -141,12 +142,15 @@ class ShellTrainConfig(ConfigModel):
     def _canonical_teacher(cls, spec: str) -> str:
         return canonical_teacher_spec(spec)  # 'Oracle' is the oracle, first, everywhere the spec is read
 
-    @field_validator("allocator")
-    @classmethod
-    def _known_allocator(cls, name: str | None) -> str | None:
-        if name is not None:
-            parse_allocator_name(name)  # ConfigError with a did-you-mean
-        return name
+    @model_validator(mode="after")
+    def _canonical_allocator(self) -> ShellTrainConfig:
+        """The allocator under the one name of what it builds ('Dapo-3' is 'dapo-3', 'grpo-4' 'uniform-4',
+        'rail' 'rail-<allocation.rail_cap>'), so a resume that spells it another way asks for the same run,
+        and a run stored under another spelling reads as its canonical name."""
+        if self.allocator is not None:  # ConfigError with a did-you-mean for an unknown name
+            name = canonical_allocator_name(self.allocator, self.allocation.rail_cap)
+            object.__setattr__(self, "allocator", name)  # frozen model: set once, while validating
+        return self
 
     @model_validator(mode="after")
     def _redistill_needs_rl(self) -> ShellTrainConfig:

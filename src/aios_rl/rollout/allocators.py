@@ -41,7 +41,7 @@ __all__ = [
     "ALLOCATOR_KINDS", "AllocatorConfig", "Allocator", "Anchor", "ArpoAllocator", "BranchPlan",
     "BudgetExceeded", "DapoAllocator", "Expansion", "GroupPlan", "GroupResult", "GroupVerdict",
     "RailAllocator", "RolloutBudget", "TrajectoryShape", "TreeAllocator", "UniformAllocator", "VipAllocator",
-    "make_allocator", "parse_allocator_name", "proportional_allocation",
+    "canonical_allocator_name", "make_allocator", "parse_allocator_name", "proportional_allocation",
 ]
 
 log = logging.getLogger(__name__)
@@ -533,6 +533,14 @@ def parse_allocator_name(name: str) -> tuple[str, int | None]:
     if n is not None and n < 1:
         raise ConfigError(f"allocator {name!r}: N must be >= 1, e.g. '{kind}-8'")
     return kind, n
+
+
+def canonical_allocator_name(name: str, rail_cap: int) -> str:
+    """The one name of what ``make_allocator(name)`` builds, with ``rail_cap`` as its config's:
+    ``"Dapo-3"`` → ``"dapo-3"``, ``"grpo-4"`` → ``"uniform-4"``, ``"rail"`` → ``"rail-<rail_cap>"``.
+    Raises ConfigError as :func:`parse_allocator_name` does."""
+    kind, n = parse_allocator_name(name)
+    return f"{kind}-{n or rail_cap}"
 
 
 def make_allocator(

@@ -1,0 +1,61 @@
+"""`shell train`'s configuration: how the settings of a run are spelled, stored and compared on a resume."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, open_training
+from aios_rl.rollout.allocators import AllocatorConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+from test_env import make_task  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("typed", "canonical"),
+    [("Dapo-3", "dapo-3"), (" DAPO-3 ", "dapo-3"), ("grpo-4", "uniform-4"), ("GRPO-4", "uniform-4"),
+     ("rail", "rail-32"), ("Rail-32", "rail-32"), ("tree-6", "tree-6")],
+)
+def test_an_allocator_is_stored_under_its_canonical_name(typed: str, canonical: str) -> None:
+    config = ShellTrainConfig(allocator=typed)
+    assert config.allocator == config.allocator_name() == canonical
+    assert config == ShellTrainConfig(allocator=canonical)
+
+
+def test_rail_alone_is_named_by_the_cap_it_builds() -> None:
+    config = ShellTrainConfig(allocator="rail", allocation=AllocatorConfig(rail_cap=24))
+    assert config.allocator == "rail-24"
+
+
+def test_a_run_resumes_under_any_spelling_of_its_allocator(tmp_path: Path) -> None:
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    settings = {"warm_start_epochs": 0, "teacher": "none"}
+    ShellTraining(run, tasks, ShellTrainConfig(epochs=1, **settings, allocator="dapo-3")).close()
+    typed = ShellTrainConfig(epochs=2, **settings, allocator="Dapo-3")  # `--allocator Dapo-3`
+    resumed = ShellTraining(run, tasks, typed)
+    assert resumed.config.allocator == "dapo-3"
+    resumed.close()
+
+
+@pytest.mark.parametrize(
+    ("stored", "asked"), [("Dapo-3", "dapo-3"), ("grpo-3", "uniform-3"), ("rail", "rail-32")]
+)
+def test_a_run_stored_with_another_spelling_loads_and_resumes(
+    tmp_path: Path, edit_stored_config, stored: str, asked: str
+) -> None:
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    settings = {"epochs": 1, "warm_start_epochs": 0, "teacher": "none"}
+    ShellTraining(run, tasks, ShellTrainConfig(**settings, allocator=asked)).close()
+    edit_stored_config(run, lambda config: config.update(allocator=stored))  # as an older version stored it
+    reopened = open_training(run)  # `shell train --run RUN`
+    assert reopened.config.allocator == asked and reopened.collector.allocator.name == asked
+    reopened.close()
+    for typed in (stored, asked):  # the same command as before, or the canonical name
+        resumed = ShellTraining(run, tasks, ShellTrainConfig(**settings | {"epochs": 2}, allocator=typed))
+        assert resumed.config.allocator == asked
+        resumed.close()
