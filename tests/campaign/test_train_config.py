@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining, open_training
-from aios_rl.rollout.allocators import AllocatorConfig
+from aios_rl.contracts.errors import ConfigError
+from aios_rl.rollout.allocators import AllocatorConfig, GroupPlan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -59,3 +60,31 @@ def test_a_run_stored_with_another_spelling_loads_and_resumes(
         resumed = ShellTraining(run, tasks, ShellTrainConfig(**settings | {"epochs": 2}, allocator=typed))
         assert resumed.config.allocator == asked
         resumed.close()
+
+
+@pytest.mark.parametrize(
+    ("allocator", "allocation"),
+    [("rail-6", AllocatorConfig()), ("rail-8", AllocatorConfig()), ("rail", AllocatorConfig(rail_cap=8)),
+     ("rail-3", AllocatorConfig(rail_base_group=4))],
+)
+def test_a_rail_cap_that_leaves_no_room_to_branch_is_refused_before_the_run_exists(
+    tmp_path: Path, allocator: str, allocation: AllocatorConfig
+) -> None:
+    make_task(tmp_path)
+    config = ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none", allocator=allocator,
+                              allocation=allocation)
+    base, cap = allocation.rail_base_group, int(config.allocator.split("-")[1])
+    with pytest.raises(ConfigError, match=rf"base group of {base} .* {cap}.* never branch.* N > {base}"):
+        ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_rail_run_stored_with_no_room_to_branch_still_resumes(tmp_path: Path, edit_stored_config) -> None:
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    ShellTraining(run, tasks, ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none",
+                                               allocator="rail-16")).close()
+    edit_stored_config(run, lambda config: config.update(allocator="rail-6"))  # stored before it was refused
+    reopened = open_training(run, epochs=2)
+    assert reopened.collector.allocator.group_plan("t") == GroupPlan(6, 6)
+    reopened.close()

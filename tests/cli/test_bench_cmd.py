@@ -55,3 +55,13 @@ def test_train_settings_the_bench_sets_itself_are_refused(
     assert isinstance(result.exception, ConfigError), result.exception
     assert f"train.{key} is set by bench rollouts itself" in str(result.exception)
     assert f"give {instead}" in str(result.exception) and not out.exists()
+
+
+def test_a_rail_method_with_no_room_to_branch_is_refused_before_any_run(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["bench", "rollouts", "--tasks", str(tmp_path / "tasks"), "--methods", "uniform-6,rail-6",
+            "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert "'rail-6'" in str(result.exception) and "never branch" in str(result.exception)
+    assert not out.exists() or not any(out.iterdir())

@@ -18,6 +18,7 @@ from aios_rl.rollout.allocators import (
     ArpoAllocator,
     BudgetExceeded,
     DapoAllocator,
+    GroupPlan,
     GroupResult,
     RailAllocator,
     RolloutBudget,
@@ -26,6 +27,7 @@ from aios_rl.rollout.allocators import (
     UniformAllocator,
     VipAllocator,
     canonical_allocator_name,
+    check_rail_cap,
     make_allocator,
     parse_allocator_name,
     proportional_allocation,
@@ -94,6 +96,23 @@ def test_rail_and_grpo_names():
 def test_a_canonical_name_builds_what_its_spelling_builds(name, canonical):
     config = AllocatorConfig(rail_cap=24)
     assert canonical_allocator_name(name, config.rail_cap) == canonical == make_allocator(name, config).name
+
+
+@pytest.mark.parametrize(("name", "base"), [("rail-9", 8), ("rail", 8), ("rail-3", 2)])
+def test_a_rail_cap_above_the_base_group_leaves_room_to_branch(name, base):
+    config = AllocatorConfig(rail_base_group=base)
+    check_rail_cap(name, config)
+    plan = make_allocator(name, config).group_plan("t")
+    assert plan.initial == base < plan.cap
+
+
+def test_a_rail_cap_at_or_below_the_base_group_is_refused():
+    assert make_allocator("rail-8").group_plan("t") == GroupPlan(8, 8)  # would start full and never branch
+    with pytest.raises(ConfigError, match=r"'rail-8'.*base group of 8 .*cap N = 8.* rail-32.* uniform-8"):
+        check_rail_cap("rail-8", AllocatorConfig())
+    with pytest.raises(ConfigError, match=r"allocation.rail_cap = 4 \('rail' alone\)"):
+        check_rail_cap("rail", AllocatorConfig(rail_cap=4))
+    check_rail_cap("uniform-2", AllocatorConfig())  # other kinds have no base group
 
 
 # ---------------------------------------------------------------- budget counter

@@ -41,7 +41,7 @@ from aios_rl.contracts.config import MAX_SEED, ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Task
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.envs.shell.task import load_tasks
-from aios_rl.rollout.allocators import parse_allocator_name
+from aios_rl.rollout.allocators import check_rail_cap, parse_allocator_name
 from aios_rl.storage.files import write_text_atomic
 
 REFERENCE = "uniform-16"
@@ -190,6 +190,8 @@ def run_bench(
     tasks_dir: Path, out: Path, config: BenchConfig, log: Log = lambda _: None
 ) -> list[MethodSummary]:
     """Train every method under every seed in ``out/seed-S/METHOD`` and summarise; writes out/results.json."""
+    for method in config.methods:  # before any run: a RAIL cap with no room to branch is uniform renamed
+        check_rail_cap(method, config.train.allocation)
     holdout = load_tasks(tasks_dir, split="holdout")
     if not holdout:
         raise ConfigError(f"{tasks_dir} has no holdout tasks to evaluate on")

@@ -53,6 +53,7 @@ from aios_rl.envs.shell.sandbox import Sandbox
 from aios_rl.envs.shell.task import load_tasks
 from aios_rl.policy.base import Policy
 from aios_rl.policy.factory import build_policy
+from aios_rl.rollout.allocators import check_rail_cap
 from aios_rl.rollout.engine import GroupOutcome
 from aios_rl.teacher.calibrate import DisagreementMonitor, agrees
 from aios_rl.teacher.gateway import (
@@ -291,10 +292,12 @@ class ShellTraining:
             raise ConfigError(f"student.model_path ({config.student.model_path}) is for the causal-lm "
                               f"student, but this run trains a {config.student.kind} one; set student.kind: "
                               "causal-lm")
-        # A bad --init-from (or a start checkpoint whose student cannot train), teacher name, validation set
-        # or student setting (no --model, an unknown student.causal_lm key, a model that does not load) fails
-        # before the run directory exists, so fixing it needs no new --run.
+        # A bad --init-from (or a start checkpoint whose student cannot train), teacher name, validation set,
+        # student setting (no --model, an unknown student.causal_lm key, a model that does not load) or a RAIL
+        # cap with no room to branch fails before the run directory exists, so fixing it needs no new --run.
+        # (A run stored with such a cap resumes as it ran.)
         if new_run:
+            check_rail_cap(config.allocator_name(), config.allocation)
             checked_backends(config.teacher)
             if not config.init_from:
                 check_student(config.student, seed=config.seed)  # at once; the student is built below

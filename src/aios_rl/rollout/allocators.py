@@ -41,7 +41,8 @@ __all__ = [
     "ALLOCATOR_KINDS", "AllocatorConfig", "Allocator", "Anchor", "ArpoAllocator", "BranchPlan",
     "BudgetExceeded", "DapoAllocator", "Expansion", "GroupPlan", "GroupResult", "GroupVerdict",
     "RailAllocator", "RolloutBudget", "TrajectoryShape", "TreeAllocator", "UniformAllocator", "VipAllocator",
-    "canonical_allocator_name", "make_allocator", "parse_allocator_name", "proportional_allocation",
+    "canonical_allocator_name", "check_rail_cap", "make_allocator", "parse_allocator_name",
+    "proportional_allocation",
 ]
 
 log = logging.getLogger(__name__)
@@ -541,6 +542,25 @@ def canonical_allocator_name(name: str, rail_cap: int) -> str:
     Raises ConfigError as :func:`parse_allocator_name` does."""
     kind, n = parse_allocator_name(name)
     return f"{kind}-{n or rail_cap}"
+
+
+def check_rail_cap(name: str, config: AllocatorConfig) -> None:
+    """Refuse a RAIL allocator that can never branch: a group starts with ``min(rail_base_group, N)``
+    rollouts and branches only up to the cap N, so with N <= rail_base_group it is uniform-N by another name.
+
+    Raises:
+        ConfigError: ``name`` is rail-N (or rail, with ``rail_cap`` as N) and N <= ``rail_base_group``.
+    """
+    kind, n = parse_allocator_name(name)
+    cap, base = n or config.rail_cap, config.rail_base_group
+    if kind == "rail" and cap <= base:
+        source = f"N = {cap}" if n else f"allocation.rail_cap = {cap} ('rail' alone)"
+        raise ConfigError(
+            f"allocator {name!r}: RAIL starts each group with its base group of {base} rollouts "
+            f"(allocation.rail_base_group) and branches only up to the cap {source}, so it would never "
+            f"branch and run as uniform-{cap}; use rail-N with N > {base} (e.g. rail-{4 * base}), a smaller "
+            f"allocation.rail_base_group, or uniform-{cap}"
+        )
 
 
 def make_allocator(
