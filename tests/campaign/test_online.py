@@ -281,3 +281,63 @@ def test_a_start_asking_for_ppo_is_refused_since_campaign_updates_are_no_ppo(tmp
     assert not run.exists()  # refused before the store exists
     campaign = OnlineCampaign(run, tmp_path / "tasks", CampaignConfig(teacher="none"))
     campaign.close()
+
+
+@pytest.mark.parametrize(
+    "unused",
+    [{"advantage": "rloo"}, {"eps_low": 0.1}, {"eps_high": 0.4}, {"agg": "seq-mean-token-mean"},
+     {"value_coef": 1.0}, {"value_clip": 0.2}, {"gamma": 0.9}, {"lam": 0.9}, {"step_advantage_coef": 0.0},
+     {"step_gamma": 0.5}, {"self_imitation_coef": 0.0}],
+)
+def test_a_start_setting_trainer_fields_campaign_updates_never_read_is_refused(
+    tmp_path: Path, unused: dict
+) -> None:
+    # offline_update reads lr, update_epochs, minibatch_size, the KL/entropy/distill/negative-lane weights,
+    # max_grad_norm and the replay bounds; the clipped surrogate, GAE, GiGPO and self-imitation settings were
+    # accepted and silently ignored.
+    from aios_rl.algos.trainer import TrainerConfig
+    from aios_rl.contracts.errors import ConfigError
+
+    make_task(tmp_path)
+    run, [(name, value)] = tmp_path / "run", unused.items()
+    config = CampaignConfig(teacher="none", trainer=TrainerConfig(lr=3e-4, kl_coef=0.1, **unused))
+    with pytest.raises(ConfigError, match=rf"trainer\.{name} \({value!r}\).*never read") as refused:
+        OnlineCampaign(run, tmp_path / "tasks", config)
+    assert "trainer.lr" not in str(refused.value) and "trainer.kl_coef" not in str(refused.value)
+    assert not run.exists()  # refused before the store exists
+
+
+def test_trainer_fields_the_updates_read_or_left_at_their_defaults_start_a_campaign(tmp_path: Path) -> None:
+    from aios_rl.algos.trainer import TrainerConfig
+
+    make_task(tmp_path)
+    defaults = TrainerConfig()
+    trainer = TrainerConfig(lr=3e-4, update_epochs=3, minibatch_size=8, kl_coef=0.1, entropy_coef=0.0,
+                            distill_coef=0.5, negative_kl_coef=1.0, max_grad_norm=0.5, offline_ratio_clip=3.0,
+                            max_staleness=2, eps_low=defaults.eps_low, gamma=defaults.gamma)  # named defaults
+    config = CampaignConfig(teacher="none", trainer=trainer)
+    campaign = OnlineCampaign(tmp_path / "run", tmp_path / "tasks", config)
+    assert campaign.config.trainer == trainer
+    campaign.close()
+
+
+def test_a_campaign_stored_with_trainer_fields_it_never_reads_still_resumes(tmp_path: Path) -> None:
+    from aios_rl.algos.trainer import TrainerConfig
+    from aios_rl.campaign.online_config import CAMPAIGN_KEY
+
+    make_task(tmp_path)
+    run, tasks = tmp_path / "run", tmp_path / "tasks"
+    control = ControlConfig(ledger=LedgerConfig(batch_size=1))
+    OnlineCampaign(run, tasks, CampaignConfig(teacher="none", max_tasks=1, control=control)).close()
+    with RunStore(run / "control.db") as store:  # as a version that accepted them stored it
+        meta = store.get_meta(CAMPAIGN_KEY)
+        meta["config"]["trainer"] |= {"eps_low": 0.1, "gamma": 0.9}
+        store.set_meta(CAMPAIGN_KEY, meta)
+    stored = CampaignConfig(teacher="none", max_tasks=1, control=control,
+                            trainer=TrainerConfig(eps_low=0.1, gamma=0.9))
+    campaign = OnlineCampaign(run, tasks, stored, resume=True)
+    try:
+        assert campaign.config.trainer.eps_low == 0.1
+        assert campaign.run().tasks_run == 1
+    finally:
+        campaign.close()

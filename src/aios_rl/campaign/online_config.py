@@ -74,18 +74,37 @@ class CampaignConfig(ConfigModel):
         return canonical_teacher_spec(spec)  # 'Oracle' is the oracle, first, as in shell train
 
 
+# Trainer settings no campaign update reads: offline_update has no clipped surrogate (advantage estimator,
+# eps_low/eps_high, agg), no value head or GAE (value_coef, value_clip, gamma, lam), no GiGPO step advantage
+# (step_*), and a campaign has no self-imitation archive.
+CAMPAIGN_UNUSED_TRAINER_FIELDS = (
+    "advantage", "eps_low", "eps_high", "agg", "value_coef", "value_clip", "gamma", "lam",
+    "step_advantage_coef", "step_gamma", "self_imitation_coef",
+)
+
+
 def check_trainer(trainer: TrainerConfig) -> None:
-    """Refuse update settings a new campaign would silently not use.
+    """Refuse update settings a new campaign would silently not use (a stored campaign keeps its own).
 
     Raises:
-        ConfigError: ``trainer.algo`` is ``ppo``: every campaign update is the importance-weighted policy
-            gradient of :func:`aios_rl.algos.grpo.offline_update`, which has no value head or GAE.
+        ConfigError: ``trainer.algo`` is ``ppo``, or a field of :data:`CAMPAIGN_UNUSED_TRAINER_FIELDS` differs
+            from its default: every campaign update is the importance-weighted policy gradient of
+            :func:`aios_rl.algos.grpo.offline_update`, which has no value head or GAE and reads none of them.
     """
     if trainer.algo == "ppo":
         raise ConfigError(
             "trainer.algo 'ppo' is not available in a campaign: its updates are always an "
             "importance-weighted policy gradient on the micro-batch and replay lanes; remove trainer.algo "
             "(PPO runs with `aios-rl shell train --algo ppo`)"
+        )
+    defaults = TrainerConfig()
+    unused = [f"trainer.{name} ({getattr(trainer, name)!r})" for name in CAMPAIGN_UNUSED_TRAINER_FIELDS
+              if getattr(trainer, name) != getattr(defaults, name)]
+    if unused:
+        raise ConfigError(
+            f"{', '.join(unused)}: never read by a campaign, whose updates are always an importance-weighted "
+            "policy gradient on the micro-batch and replay lanes (no clipped surrogate, GAE, step-level "
+            "advantage or self-imitation); remove them (they are `aios-rl shell train` settings)"
         )
 
 
