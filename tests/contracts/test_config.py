@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import Field
 
-from aios_rl.contracts.config import ConfigModel, load_config
+from aios_rl.contracts.config import ConfigModel, load_config, read_yaml
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.ledger import LedgerConfig
@@ -136,3 +136,17 @@ def test_a_merge_key_may_be_overridden(tmp_path: Path) -> None:
     merged = tmp_path / "merged.yaml"
     merged.write_text("inner:\n  <<: {rate: 2}\n  rate: 3\n")
     assert load_config(Outer, merged).inner.rate == 3
+
+
+def test_a_nested_mapping_with_a_merge_and_an_override_merged_again_is_no_duplicate(tmp_path: Path) -> None:
+    """A merged mapping's keys were checked after another mapping's merge had flattened it (PyYAML flattens
+    the anchored node in place), so its override of a merged key read as a key given twice."""
+    path = tmp_path / "anchors.yaml"
+    anchored = "shared:\n  fast: &fast\n    <<: {rate: 1}\n    rate: 2\n"
+    path.write_text(anchored + "inner:\n  <<: *fast\n  name: b\n")
+    loaded = read_yaml(path)
+    assert loaded["shared"]["fast"] == {"rate": 2}
+    assert loaded["inner"]["name"] == "b"
+    path.write_text(anchored + "    rate: 3\ninner:\n  <<: *fast\n")
+    with pytest.raises(ConfigError, match=r"duplicate key 'rate' \(first on line 4\)"):
+        read_yaml(path)  # a real duplicate beside a merge is still one

@@ -65,9 +65,22 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a mapping that names a key twice: PyYAML would keep the last value and
-    drop the first without a word, so one of two settings the user wrote would silently not apply."""
+    drop the first without a word, so one of two settings the user wrote would silently not apply.
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    Each mapping's own keys are checked once, before it is flattened: a merge (``<<``) flattens the mapping
+    it merges in place, whose override of a merged key would then read as a key given twice."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._checked: set[yaml.Node] = set()  # the mappings whose own keys were checked
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        if node not in self._checked:
+            self._checked.add(node)
+            self._check_unique(node)
+        super().flatten_mapping(node)
+
+    def _check_unique(self, node: yaml.MappingNode) -> None:
         first: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -84,7 +97,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     "give each key once",
                     key_node.start_mark,
                 )
-        return super().construct_mapping(node, deep=deep)
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
