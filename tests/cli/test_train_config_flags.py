@@ -69,3 +69,30 @@ def test_a_group_size_the_allocator_overrides_is_refused(
     assert isinstance(result.exception, ConfigError) and "allocator 'rail'" in str(result.exception)
     config = built_config(tmp_path, monkeypatch, "--group-size", "4", "--allocator", "dapo-4")
     assert (config.group_size, config.allocator_name()) == (4, "dapo-4")  # the same size twice is no conflict
+
+
+def test_a_run_stored_with_a_group_size_beside_its_allocator_resumes_with_the_same_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run started before the group_size check (--group-size 3 --allocator dapo-2 was taken) stored both:
+    the same command must resume it, as without --group-size it differs from the stored configuration."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
+    from test_env import make_task
+
+    make_task(tmp_path)
+    stored = train_module.ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=3, allocator="dapo-2",
+                                           teacher="none", warm_start_epochs=0)
+    train_module.ShellTraining(tmp_path / "run", tmp_path / "tasks", stored).close()  # as the old command
+    real = train_module.ShellTraining
+    monkeypatch.setattr(train_module, "ShellTraining", lambda *args: (_ for _ in ()).throw(Captured(args)))
+    args = ["shell", "train", "--tasks", str(tmp_path / "tasks"), "--run", str(tmp_path / "run"), "--epochs",
+            "1", "--tasks-per-epoch", "1", "--group-size", "3", "--allocator", "dapo-2", "--teacher", "none"]
+    (tmp_path / "c.yaml").write_text("warm_start_epochs: 0\n")
+    result = CliRunner().invoke(app, [*args, "--config", str(tmp_path / "c.yaml")])
+    assert isinstance(result.exception, Captured), result.exception
+    real(*result.exception.args[0]).close()  # the stored configuration takes it: a resume, not a new run
+    result = CliRunner().invoke(app, ["shell", "train", "--tasks", str(tmp_path / "tasks"), "--run",
+                                      str(tmp_path / "new"), "--group-size", "3", "--allocator", "dapo-2"])
+    assert isinstance(result.exception, ConfigError)  # a new run is still refused

@@ -98,7 +98,8 @@ def train(
             "redistill_passes": redistill_passes,
         }
         settings = load_config(ShellTrainConfig, config, overrides)
-        check_group_size(settings)
+        if not (run / "control.db").exists():  # a stored run resumes with what it stored (and was taken)
+            check_group_size(settings)
         if model is not None and settings.student.kind != "causal-lm":
             raise typer.BadParameter(f"a model is for the causal-lm student, but this run trains a "
                                      f"{settings.student.kind} one; add --student causal-lm",
