@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aios_rl.campaign.online_config import CampaignConfig, resume_config
-from aios_rl.contracts.config import load_config
+from aios_rl.contracts.config import MIN_SEED, load_config
 from aios_rl.contracts.errors import ConfigError
 
 
@@ -100,7 +100,7 @@ def test_a_resume_given_the_teacher_as_first_typed_keeps_the_run() -> None:
         resume_config(stored, None, {"teacher": "none"})
 
 
-@pytest.mark.parametrize("key, value", [("seed", 2**64), ("seed", -(2**32)), ("torch_threads", 2**31)])
+@pytest.mark.parametrize("key, value", [("seed", 2**64), ("seed", MIN_SEED - 1), ("torch_threads", 2**31)])
 def test_a_seed_or_thread_count_torch_cannot_take_is_a_config_error(key: str, value: int) -> None:
     """They raised a bare ValueError from torch once the campaign's run directory existed."""
     with pytest.raises(ConfigError, match=f"{key}: got {value}; expected input should be"):

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from aios_rl.cli.main import app
+from aios_rl.contracts.config import MAX_SEED
 from aios_rl.contracts.errors import ConfigError
 
 
@@ -26,8 +27,8 @@ def test_out_that_is_not_a_new_directory_is_a_config_error(tmp_path: Path, kind:
     assert out.exists() and (out.is_file() or [p.name for p in out.iterdir()] == ["results.json"])
 
 
-@pytest.mark.parametrize("flags", [["--first-seed", str(2**32)], ["--seed-list", f"0,{2**64}"],
-                                   ["--first-seed", str(2**32 - 2), "--seeds", "3"]])
+@pytest.mark.parametrize("flags", [["--first-seed", str(MAX_SEED + 1)], ["--seed-list", f"0,{2**64}"],
+                                   ["--first-seed", str(MAX_SEED - 1), "--seeds", "3"]])
 def test_a_seed_torch_cannot_take_is_refused_before_out_exists(tmp_path: Path, flags: list[str]) -> None:
     """Each seed becomes shell train's seed; beyond its bound torch raised a bare ValueError once --out
     held the seed's initial run."""
@@ -35,7 +36,7 @@ def test_a_seed_torch_cannot_take_is_refused_before_out_exists(tmp_path: Path, f
     args = ["bench", "rollouts", "--tasks", str(tmp_path), "--out", str(out), *flags]
     result = CliRunner().invoke(app, args)
     assert isinstance(result.exception, ConfigError), result.exception
-    assert f"seeds must be between 0 and {2**32 - 1}" in str(result.exception)
+    assert f"seeds must be between 0 and {MAX_SEED}" in str(result.exception)
     assert not out.exists()
 
 

@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from aios_rl.cli.main import app
+from aios_rl.contracts.config import MAX_SEED, MIN_SEED
 from aios_rl.contracts.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
@@ -126,4 +128,29 @@ def test_shell_eval_refuses_a_seed_torch_cannot_take(tmp_path: Path) -> None:
     """Checked with the other flags, before a run is opened or a task run (it raised a bare ValueError)."""
     result = CliRunner().invoke(app, ["shell", "eval", "--run", str(tmp_path), "--seed", str(2**64)])
     assert isinstance(result.exception, ConfigError), result.exception
-    assert f"--seed must be between -{2**32 - 1} and {2**32 - 1}, got {2**64}" in str(result.exception)
+    assert f"--seed must be between {MIN_SEED} and {MAX_SEED}, got {2**64}" in str(result.exception)
+
+
+def test_a_run_stored_with_a_large_seed_that_torch_took_still_evaluates_and_resumes(tmp_path: Path) -> None:
+    """Code before the seed bound ran seeds up to where ``seed * 7919 + epoch`` leaves torch's range, e.g. a
+    microsecond timestamp; a bound of 2**32 - 1 refused such a stored run: `shell eval` in a pydantic
+    ValidationError traceback, a resume as a different configuration."""
+    from aios_rl.campaign.online_config import CampaignConfig
+    from aios_rl.campaign.train import TRAIN_CONFIG_KEY, ShellTrainConfig
+    from aios_rl.control.plane import ControlPlane
+
+    make_task(tmp_path)
+    seed = 1_718_000_000_000_000
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "shell", "train", "--tasks", str(tmp_path / "tasks"), "--run", str(run), "--epochs", "1", "--no-rl",
+        "--tasks-per-epoch", "1", "--group-size", "2", "--seed", str(seed), "--teacher", "none", "--json",
+    ])
+    assert result.exit_code == 0, result.output
+    with ControlPlane(run, writer=False) as plane:
+        assert plane.store.get_meta(TRAIN_CONFIG_KEY)["seed"] == seed
+    result = CliRunner().invoke(app, ["shell", "eval", "--run", str(run), "--split", "train", "--json"])
+    assert result.exit_code == 0, result.exception
+    assert CampaignConfig(seed=seed).seed == ShellTrainConfig(seed=seed).seed == seed
+    torch.Generator().manual_seed(MAX_SEED * 7919 + 2**19)  # the bounds are what torch takes, mixed
+    torch.Generator().manual_seed(MIN_SEED * 7919)

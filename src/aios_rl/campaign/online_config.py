@@ -12,7 +12,7 @@ from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.drills import Drill
 from aios_rl.campaign.slots import slot_event_id
 from aios_rl.campaign.students import StudentConfig
-from aios_rl.contracts.config import MAX_SEED, MAX_TORCH_THREADS, ConfigModel
+from aios_rl.contracts.config import MAX_SEED, MAX_TORCH_THREADS, MIN_SEED, ConfigModel
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.control.compare import CompareConfig
 from aios_rl.control.events import ControlConfig
@@ -35,7 +35,7 @@ class CampaignConfig(ConfigModel):
 
     max_tasks: int = Field(default=24, ge=1, description="Task slots to run (a resume may raise it).")
     seed: int = Field(
-        default=0, ge=-MAX_SEED, le=MAX_SEED,
+        default=0, ge=MIN_SEED, le=MAX_SEED,
         description="Seeds the task order, the episodes and the student.",
     )
     torch_threads: int = Field(

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.students import StudentConfig
 from aios_rl.campaign.validation import ValidationConfig
-from aios_rl.contracts.config import MAX_SEED, MAX_TORCH_THREADS, ConfigModel
+from aios_rl.contracts.config import MAX_SEED, MAX_TORCH_THREADS, MIN_SEED, ConfigModel
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
@@ -46,7 +46,7 @@ class ShellTrainConfig(ConfigModel):
         default=0, ge=0, description="Total rollouts the run may spend, branches included (0: no limit)."
     )
     seed: int = Field(
-        default=0, ge=-MAX_SEED, le=MAX_SEED,
+        default=0, ge=MIN_SEED, le=MAX_SEED,
         description="Seeds task sampling, rollouts and the student's initialisation.",
     )
     workers: int = Field(default=2, ge=1, description="Parallel environment workers.")

@@ -21,9 +21,11 @@ from aios_rl.contracts.validate import problems_from
 
 C = TypeVar("C", bound="ConfigModel")
 
-MAX_SEED = 2**32 - 1
-"""The largest seed (and the most negative, negated) a run takes: seeds are mixed into torch's 64-bit
-generator seeds (``seed * 7919 + epoch``), which a seed much beyond this overflows with a bare ValueError."""
+MIN_SEED = -(2**63 // 7919)
+MAX_SEED = (2**64 - 2**20) // 7919
+"""The seeds a run takes (MIN_SEED..MAX_SEED): seeds are mixed into torch's generator seeds as ``seed * 7919 +
+epoch``, which torch takes from -2**63 to 2**64 - 1 and beyond overflows with a bare ValueError. No tighter:
+runs stored before the bound with any seed torch took (e.g. a microsecond timestamp) resume and evaluate."""
 MAX_TORCH_THREADS = 1024  # torch.set_num_threads overflows at 2**31; no CPU student gains from more
 
 
