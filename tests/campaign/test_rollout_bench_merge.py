@@ -134,3 +134,19 @@ def test_an_out_that_is_a_file_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match="is a file, not a directory"):
         merge_results([uniform, rail], out)
     assert out.read_text() == "{}\n"
+
+
+def test_directories_a_bench_wrote_before_it_refused_train_settings_it_sets_still_merge(tmp_path):
+    """`bench rollouts` took `train: {epochs: 3, seed: 7}` until it refused the settings each method's run
+    sets itself (it overwrote them): the directories it wrote store them, and their merge must not refuse
+    the finished runs, telling to leave out of `train:` what no merge can change."""
+    dirs = [bench_dir(tmp_path / "u", {("uniform-16", 0): 0.6}),
+            bench_dir(tmp_path / "r", {("rail", 0): 0.7})]
+    for d in dirs:  # as the older bench stored them
+        stored = json.loads((d / CONFIG_FILE).read_text())
+        stored["train"] |= {"epochs": 3, "seed": 7}
+        (d / CONFIG_FILE).write_text(json.dumps(stored))
+    summaries, cfg = merge_results(dirs, tmp_path / "out")
+    assert [s.method for s in summaries] == ["uniform-16", "rail"] and cfg.train.epochs == 3
+    with pytest.raises(ConfigError, match="train.epochs is set by bench rollouts itself"):
+        BenchConfig.model_validate({"train": {"epochs": 3}})  # a new bench still refuses them

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from aios_rl.campaign.evaluate import GREEDY, evaluate
 from aios_rl.campaign.metrics import read_metrics
@@ -64,7 +64,9 @@ RAIL_KEYS = (
 Log = Callable[[str], None]
 
 # `train:` settings every method's run sets itself (``_train_config``, the rounds loop), with what to give
-# instead: a value given there would be overwritten without a word.
+# instead: a value given there would be overwritten without a word. A stored config (``STORED``) keeps
+# them: a bench before this check stored what it was given, and its finished runs still merge.
+STORED = {"stored": True}
 BENCH_SETS = {
     "seed": "seeds, first_seed or seed_list",
     "allocator": "methods",
@@ -128,7 +130,9 @@ class BenchConfig(ConfigModel):
 
     @field_validator("train")
     @classmethod
-    def _no_settings_the_bench_sets(cls, train: ShellTrainConfig) -> ShellTrainConfig:
+    def _no_settings_the_bench_sets(cls, train: ShellTrainConfig, info: ValidationInfo) -> ShellTrainConfig:
+        if info.context == STORED:
+            return train
         default = ShellTrainConfig()
         for key, instead in BENCH_SETS.items():
             value = getattr(train, key)
@@ -246,7 +250,7 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
     for d in dirs:
         if not (d / RESULTS_FILE).is_file() or not (d / CONFIG_FILE).is_file():
             raise ConfigError(f"{d} holds no finished `bench rollouts` run ({RESULTS_FILE}, {CONFIG_FILE})")
-        configs.append(BenchConfig.model_validate_json((d / CONFIG_FILE).read_text()))
+        configs.append(BenchConfig.model_validate_json((d / CONFIG_FILE).read_text(), context=STORED))
         for row in json.loads((d / RESULTS_FILE).read_text()):
             runs.setdefault(row["method"], []).extend(_seed_run(s) for s in row["seeds"])
     same = {"seeds", "first_seed", "seed_list", "methods"}
@@ -274,7 +278,8 @@ def merge_results(dirs: Sequence[Path], out: Path) -> tuple[list[MethodSummary],
     numbers = next(iter(covered.values()))
     # validated afresh: the seed list sets seeds and first_seed
     settings = configs[0].model_dump(exclude={"seeds", "first_seed"})
-    merged = BenchConfig.model_validate(settings | {"seed_list": numbers, "methods": tuple(runs)})
+    merged = BenchConfig.model_validate(settings | {"seed_list": numbers, "methods": tuple(runs)},
+                                        context=STORED)
     summaries = summarize(runs)
     out.mkdir(parents=True, exist_ok=True)
     _write_results(out, summaries)
