@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from aios_rl.contracts.config import ConfigModel, load_config, read_yaml
 from aios_rl.contracts.errors import ConfigError
@@ -150,3 +150,44 @@ def test_a_nested_mapping_with_a_merge_and_an_override_merged_again_is_no_duplic
     path.write_text(anchored + "    rate: 3\ninner:\n  <<: *fast\n")
     with pytest.raises(ConfigError, match=r"duplicate key 'rate' \(first on line 4\)"):
         read_yaml(path)  # a real duplicate beside a merge is still one
+
+
+class Counts(ConfigModel):
+    epochs: int = Field(default=1, ge=1, description="A count.")
+    budget: float | None = Field(default=None, description="An optional number.")
+    sizes: tuple[int, ...] = Field(default=(), description="Numbers.")
+    flag: bool = Field(default=False, description="A switch.")
+    inner: Inner = Field(default_factory=Inner, description="Nested section.")
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("epochs: true\n", "epochs", True),
+        ("epochs: yes\n", "epochs", True),  # YAML 1.1 reads yes/no/on/off as booleans
+        ("budget: false\n", "budget", False),
+        ("sizes: [2, true]\n", "sizes", [2, True]),
+        ("inner:\n  rate: on\n", "inner.rate", True),
+    ],
+)
+def test_a_boolean_where_a_number_belongs_is_refused(
+    tmp_path: Path, text: str, key: str, value: object
+) -> None:
+    """pydantic's lax mode reads true as 1 and false as 0, so `epochs: true` silently ran one epoch."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    expected = rf"{key}: got (true|false|\[2, true\]); expected a number, not a boolean"
+    with pytest.raises(ConfigError, match=expected):
+        load_config(Counts, path)
+    with pytest.raises(ConfigError, match=expected):
+        load_config(Counts, overrides={key: value})
+    # stored configs are read back from JSON
+    with pytest.raises(ValidationError, match="a number, not a boolean"):
+        Counts.model_validate_json('{"epochs": true}')
+
+
+def test_numbers_and_booleans_still_load_where_they_belong(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("epochs: 3\nbudget: 1e-4\nsizes: [1, 2]\nflag: true\ninner:\n  rate: 2\n")
+    cfg = load_config(Counts, path)  # YAML 1.1 reads 1e-4 as a string: the lax reading of it stays
+    assert (cfg.epochs, cfg.budget, cfg.sizes, cfg.flag, cfg.inner.rate) == (3, 1e-4, (1, 2), True, 2.0)
