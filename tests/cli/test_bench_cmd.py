@@ -66,3 +66,18 @@ def test_a_rail_method_with_no_room_to_branch_is_refused_before_any_run(tmp_path
     assert isinstance(result.exception, ConfigError), result.exception
     assert "'rail-6'" in str(result.exception) and "never branch" in str(result.exception)
     assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("flags, key", [(["--budget", "99999999999999"], "budget"),
+                                        (["--seeds", "99999999"], "seeds"),
+                                        (["--eval-samples", "99999999"], "eval_samples")])
+def test_counts_beyond_their_bound_are_refused_before_out_exists(
+    tmp_path: Path, flags: list[str], key: str
+) -> None:
+    """A typo such as `--budget 99999999999999` was taken and the bench ran without end."""
+    out = tmp_path / "out"
+    args = ["bench", "rollouts", "--tasks", str(tmp_path), "--out", str(out), *flags]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert f"{key}: got" in str(result.exception) and "less than or equal to" in str(result.exception)
+    assert not out.exists()

@@ -107,3 +107,10 @@ def test_eval_samples_at_temperature_0_warn_that_they_repeat_one_episode(
     with caplog.at_level(logging.WARNING), pytest.raises(StorageError):
         run_shell_eval(tmp_path / "no-run", samples=4, temperature=1.0)
     assert "same episode" not in caplog.text
+
+
+def test_eval_samples_beyond_the_bound_are_refused(tmp_path: Path) -> None:
+    """`--samples 99999999999` was taken and ran without end."""
+    result = CliRunner().invoke(app, ["shell", "eval", "--run", str(tmp_path), "--samples", "99999999999"])
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert "--samples must be between 1 and 1024, got 99999999999" in str(result.exception)

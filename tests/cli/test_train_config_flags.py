@@ -96,3 +96,33 @@ def test_a_run_stored_with_a_group_size_beside_its_allocator_resumes_with_the_sa
     result = CliRunner().invoke(app, ["shell", "train", "--tasks", str(tmp_path / "tasks"), "--run",
                                       str(tmp_path / "new"), "--group-size", "3", "--allocator", "dapo-2"])
     assert isinstance(result.exception, ConfigError)  # a new run is still refused
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--group-size", "99999999999999999999"],
+     "group_size: got 99999999999999999999; expected input should be less than or equal to 1024"),
+    (["--epochs", "99999999999999999999"], "epochs: got 99999999999999999999; expected input should be less"),
+    (["--allocator", "uniform-99999999999999999999"], "N must be at most 1024"),
+])
+def test_a_count_no_run_could_reach_is_refused_before_the_run_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], message: str
+) -> None:
+    """`group_size: 99999999999999999999` was taken: the run directory was made and the epoch never ended."""
+    monkeypatch.setattr(train_module, "ShellTraining", lambda *_: pytest.fail("trained"))
+    args = ["shell", "train", "--tasks", str(tmp_path), "--run", str(tmp_path / "run"), *flags]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert message in str(result.exception)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("text", ["warm_start_epochs: 10000000", "redistill_passes: 10000000",
+                                  "consolidation_passes: 10000000", "validation:\n  samples: 100000",
+                                  "env:\n  max_steps: 10000000", "trainer:\n  update_epochs: 10000000",
+                                  "workers: 100000"])
+def test_passes_and_counts_in_a_config_file_have_upper_bounds(tmp_path: Path, text: str) -> None:
+    from aios_rl.contracts.config import load_config
+
+    (tmp_path / "c.yaml").write_text(text + "\n")
+    with pytest.raises(ConfigError, match="expected input should be less than or equal to"):
+        load_config(train_module.ShellTrainConfig, tmp_path / "c.yaml")

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aios_rl.contracts.config import MAX_GROUP_SIZE
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.contracts.protocols import Allocator as AllocatorProtocol
 from aios_rl.rollout.allocators import (
@@ -48,7 +49,7 @@ def anchor(entropies=(0.5, 0.5), group="g", task="t", budget_left=8, hidden=()):
 # ---------------------------------------------------------------- names
 
 
-@given(kind=st.sampled_from([k for k in ALLOCATOR_KINDS]), n=st.integers(1, 100_000))
+@given(kind=st.sampled_from([k for k in ALLOCATOR_KINDS]), n=st.integers(1, MAX_GROUP_SIZE))
 def test_every_kind_parses_with_a_size(kind, n):
     assert parse_allocator_name(f"{kind}-{n}") == (kind, n)
     allocator = make_allocator(f"{kind}-{n}")
@@ -73,6 +74,7 @@ def test_any_text_parses_or_raises_config_error(text):
         ("rial", "did you mean 'rail'"),
         ("dapo", "needs a group size"),
         ("dapo-0", "N must be >= 1"),
+        ("uniform-1025", "N must be at most 1024"),  # a typo's group would never finish
         ("vip-x", "expected 'vip-N'"),
         ("banana-3", "valid: uniform-N"),
     ],

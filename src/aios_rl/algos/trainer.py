@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 
 from aios_rl.algos import losses
 from aios_rl.algos.batch import DistillBatch, StepBatch, evaluate_steps, fit_width, ratio_terms
-from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.config import MAX_PASSES, ConfigModel
 from aios_rl.contracts.errors import ConfigError, PolicyError, TrainingError
 from aios_rl.policy.base import Evaluation, Policy, float16_untrainable
 from aios_rl.policy.factory import policy_spec
@@ -34,7 +34,9 @@ class TrainerConfig(ConfigModel):
         description="GRPO-family estimator; tree: Tree-GRPO (group plus within-tree GRPO, for tree-N allocators).",
     )
     lr: float = Field(default=1e-3, gt=0, description="Adam learning rate.")
-    update_epochs: int = Field(default=2, ge=1, description="Passes over each batch per update.")
+    update_epochs: int = Field(
+        default=2, ge=1, le=MAX_PASSES, description="Passes over each batch per update (at most 100000)."
+    )
     minibatch_size: int = Field(default=64, ge=1, description="Steps per gradient step.")
     eps_low: float = Field(default=0.2, gt=0, lt=1, description="Lower clip range of the ratio.")
     eps_high: float = Field(default=0.28, gt=0, description="Upper clip range (DAPO clip-higher).")

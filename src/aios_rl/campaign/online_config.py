@@ -12,7 +12,7 @@ from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.drills import Drill
 from aios_rl.campaign.slots import slot_event_id
 from aios_rl.campaign.students import StudentConfig
-from aios_rl.contracts.config import MAX_SEED, MAX_TORCH_THREADS, MIN_SEED, ConfigModel
+from aios_rl.contracts.config import MAX_PASSES, MAX_SEED, MAX_TORCH_THREADS, MIN_SEED, ConfigModel
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.control.compare import CompareConfig
 from aios_rl.control.events import ControlConfig
@@ -23,6 +23,7 @@ from aios_rl.storage.db import RunStore
 from aios_rl.teacher.gateway import TeacherConfig, canonical_teacher_spec, with_api_key_of
 
 CAMPAIGN_KEY = "campaign"  # run meta: {"config", "campaign_id", "tasks_dir"}
+MAX_CAMPAIGN_TASKS = 1_000_000  # each slot runs an episode: more is a typo, and a campaign that never ends
 
 
 class CampaignConfig(ConfigModel):
@@ -33,7 +34,10 @@ class CampaignConfig(ConfigModel):
     ``control.ledger.rollback_threshold``).
     """
 
-    max_tasks: int = Field(default=24, ge=1, description="Task slots to run (a resume may raise it).")
+    max_tasks: int = Field(
+        default=24, ge=1, le=MAX_CAMPAIGN_TASKS,
+        description="Task slots to run (a resume may raise it; at most 1000000).",
+    )
     seed: int = Field(
         default=0, ge=MIN_SEED, le=MAX_SEED,
         description="Seeds the task order, the episodes and the student.",
@@ -51,7 +55,8 @@ class CampaignConfig(ConfigModel):
         default=True, description="With a teacher, admit only episodes it answered (complete/fallback)."
     )
     warm_start_epochs: int = Field(
-        default=3, ge=0, description="Oracle-demonstration distillation passes for the initial checkpoint."
+        default=3, ge=0, le=MAX_PASSES,
+        description="Oracle-demonstration distillation passes for the initial checkpoint (at most 100000).",
     )
     drill: Drill = Field(default="none", description="none | bad-update | crash-after-update.")
     drill_at: int = Field(default=1, ge=1, description="The update the drill acts on (1 = the first).")

@@ -37,7 +37,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from aios_rl.campaign.evaluate import GREEDY, evaluate
 from aios_rl.campaign.metrics import read_metrics
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
-from aios_rl.contracts.config import MAX_SEED, ConfigModel
+from aios_rl.contracts.config import MAX_GROUP_SIZE, MAX_ROLLOUTS, MAX_SEED, ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Task
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.envs.shell.task import load_tasks
@@ -48,6 +48,7 @@ REFERENCE = "uniform-16"
 RESULTS_FILE = "results.json"
 CONFIG_FILE = "bench_config.json"
 DEFAULT_METHODS = ("uniform-8", "uniform-16", "dapo-16", "arpo-16", "vip-16", "rail")
+MAX_BENCH_REPEATS = 1000  # seeds (a training per method each) and holdout evaluations: beyond it, a typo
 RAIL_KEYS = (
     "rail/traces",
     "rail/live",
@@ -81,8 +82,14 @@ class BenchConfig(ConfigModel):
     """What `aios-rl bench rollouts` runs; ``train`` holds every other `shell train` setting."""
 
     methods: tuple[str, ...] = Field(default=DEFAULT_METHODS, description="Allocator names, side by side.")
-    budget: int = Field(default=512, ge=1, description="Rollouts each method may spend per seed (all kinds).")
-    seeds: int = Field(default=3, ge=1, description="Seeds run, each a fresh student for every method.")
+    budget: int = Field(
+        default=512, ge=1, le=MAX_ROLLOUTS,
+        description="Rollouts each method may spend per seed (all kinds; at most 100000000).",
+    )
+    seeds: int = Field(
+        default=3, ge=1, le=MAX_BENCH_REPEATS,
+        description="Seeds run, each a fresh student for every method (at most 1000).",
+    )
     first_seed: int = Field(
         default=0, ge=0, description="Seeds run: first_seed..first_seed+seeds-1 (split seeds over processes)."
     )
@@ -92,10 +99,14 @@ class BenchConfig(ConfigModel):
         "it combined here, contiguous or not).",
     )
     tasks_per_round: int = Field(default=8, ge=1, description="Training tasks per round (one update each).")
-    eval_points: int = Field(default=4, ge=1, description="Holdout evaluations at budget·i/P, i = 1..P.")
+    eval_points: int = Field(
+        default=4, ge=1, le=MAX_BENCH_REPEATS,
+        description="Holdout evaluations at budget·i/P, i = 1..P (at most 1000).",
+    )
     eval_tasks: int = Field(default=0, ge=0, description="Holdout tasks evaluated (0: all).")
     eval_samples: int = Field(
-        default=1, ge=1, description="Episodes per holdout task (1: greedy; >1: sampled)."
+        default=1, ge=1, le=MAX_GROUP_SIZE,
+        description="Episodes per holdout task (1: greedy; >1: sampled; at most 1024).",
     )
     train: ShellTrainConfig = Field(default_factory=ShellTrainConfig, description="Base training settings.")
 

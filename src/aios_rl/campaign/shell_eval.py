@@ -10,7 +10,7 @@ from pathlib import Path
 from aios_rl.campaign.evaluate import GREEDY, EvalResult, evaluate
 from aios_rl.campaign.students import restore_student
 from aios_rl.campaign.train import TRAIN_CONFIG_KEY, ShellTrainConfig
-from aios_rl.contracts.config import MAX_SEED, MIN_SEED
+from aios_rl.contracts.config import MAX_GROUP_SIZE, MAX_SEED, MIN_SEED
 from aios_rl.contracts.episode import DecodingRegime, Task
 from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.control.plane import ControlPlane
@@ -57,6 +57,8 @@ def run_shell_eval(
         raise ConfigError(f"--temperature must be >= 0 (0: greedy) and finite, got {temperature}")
     if samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {samples}")
+    if samples > MAX_GROUP_SIZE:  # a typo such as 99999999999 would run without end
+        raise ConfigError(f"--samples must be between 1 and {MAX_GROUP_SIZE}, got {samples}")
     if not MIN_SEED <= seed <= MAX_SEED:
         raise ConfigError(f"--seed must be between {MIN_SEED} and {MAX_SEED}, got {seed}")
     regime = GREEDY if temperature == 0 else DecodingRegime(name="sampled", temperature=temperature)

@@ -12,7 +12,15 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.students import StudentConfig
 from aios_rl.campaign.validation import ValidationConfig
-from aios_rl.contracts.config import MAX_SEED, MAX_TORCH_THREADS, MIN_SEED, ConfigModel
+from aios_rl.contracts.config import (
+    MAX_GROUP_SIZE,
+    MAX_PASSES,
+    MAX_SEED,
+    MAX_TORCH_THREADS,
+    MAX_WORKERS,
+    MIN_SEED,
+    ConfigModel,
+)
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
@@ -28,14 +36,20 @@ TRAIN_CONFIG_KEY = "train_config"
 class ShellTrainConfig(ConfigModel):
     """Everything `aios-rl shell train` does; stored with the run so the directory reproduces it."""
 
-    epochs: int = Field(default=5, ge=1, description="Update epochs (one update and checkpoint each).")
+    epochs: int = Field(
+        default=5, ge=1, le=MAX_PASSES,
+        description="Update epochs (one update and checkpoint each; at most 100000).",
+    )
     tasks_per_epoch: int = Field(default=8, ge=1, description="Training tasks sampled per epoch.")
     task_sampling: Literal["uniform", "frontier"] = Field(
         default="frontier", description="Which tasks an RL epoch runs: 'frontier' the least visited of those "
         "neither solved by the student (self-imitation archive) nor labelled by the teacher first, then the rest "
         "(campaign/task_sampling); 'uniform' a uniform draw. Distillation-only epochs always draw uniformly.",
     )
-    group_size: int = Field(default=4, ge=1, description="Episodes per task per epoch (the GRPO group).")
+    group_size: int = Field(
+        default=4, ge=1, le=MAX_GROUP_SIZE,
+        description="Episodes per task per epoch (the GRPO group; at most 1024).",
+    )
     allocator: str | None = Field(
         default=None, description="Rollout allocator: uniform-N, dapo-N, arpo-N, tree-N, vip-N, rail or rail-N "
         "(None: uniform-<group_size>); kept under its canonical name (grpo-N is uniform-N, rail is "
@@ -49,7 +63,9 @@ class ShellTrainConfig(ConfigModel):
         default=0, ge=MIN_SEED, le=MAX_SEED,
         description="Seeds task sampling, rollouts and the student's initialisation.",
     )
-    workers: int = Field(default=2, ge=1, description="Parallel environment workers.")
+    workers: int = Field(
+        default=2, ge=1, le=MAX_WORKERS, description="Parallel environment workers (at most 1024)."
+    )
     torch_threads: int = Field(
         default=1, ge=1, le=MAX_TORCH_THREADS,
         description="CPU threads for the student; small batches run fastest on one.",
@@ -83,23 +99,26 @@ class ShellTrainConfig(ConfigModel):
         "fresh random subset each epoch when it holds more; see trainer.self_imitation_coef).",
     )
     warm_start_epochs: int = Field(
-        default=60, ge=0, description="Distillation passes over teacher demonstrations before RL (teacher only). "
-        "60: chosen on held-back training tasks (benchmarks/warm_start_passes.py; README, a longer warm start).",
+        default=60, ge=0, le=MAX_PASSES, description="Distillation passes over teacher demonstrations before "
+        "RL (teacher only; at most 100000). 60: chosen on held-back training tasks "
+        "(benchmarks/warm_start_passes.py; README, a longer warm start).",
     )
     consolidation_passes: int = Field(
-        default=0, ge=0, description="After each epoch's update, this many distillation-only passes over the "
+        default=0, ge=0, le=MAX_PASSES,
+        description="After each epoch's update, this many distillation-only passes (at most 100000) over the "
         "run's standing targets: the oracle's demonstrations (with demo_replay) and, in RL epochs, the "
         "self-imitation archive of verified fixes. An update sweeps them only trainer.update_epochs times, "
         "beside its other terms, while the warm start needed about 60 passes to fit its demonstrations. "
         "Distillation-only epochs consolidate their demonstrations alike. 0: off.",
     )
     redistill_passes: int = Field(
-        default=0, ge=0, description="RL runs: after the last epoch, a fresh student (the active "
+        default=0, ge=0, le=MAX_PASSES,
+        description="RL runs: after the last epoch, a fresh student (the active "
         "checkpoint's architecture, initialised anew) is distilled for this many passes on the oracle's "
         "demonstrations plus demonstrations of the same kind built from each verified fix in the "
         "self-imitation archive, and its checkpoint becomes active (expert iteration: RL finds fixes the "
         "teacher cannot label, distillation fits them as the warm start fits the teacher's; `shell "
-        "redistill` does it on demand). 0: off.",
+        "redistill` does it on demand). 0: off; at most 100000.",
     )
     demo_replay: bool = Field(
         default=True, description="The oracle's demonstrations (those of the warm start) join the distillation "

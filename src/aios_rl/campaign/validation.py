@@ -34,7 +34,7 @@ from aios_rl.algos.trainer import Trainer
 from aios_rl.campaign.diagnosis import write_diagnosis
 from aios_rl.campaign.evaluate import GREEDY, evaluate
 from aios_rl.campaign.students import restore_student
-from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.config import MAX_GROUP_SIZE, ConfigModel
 from aios_rl.contracts.episode import DecodingRegime, Episode, RelativeOutcome, Task, utc_now
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.contracts.protocols import Env
@@ -60,7 +60,10 @@ class ValidationConfig(ConfigModel):
         default=None, description="A task directory whose tasks (train split only; holdout tasks are refused) are "
         "the validation set, instead of a share of the training tasks. No task id may also be a training task.",
     )
-    samples: int = Field(default=1, ge=1, description="Episodes per validation task and checkpoint.")
+    samples: int = Field(
+        default=1, ge=1, le=MAX_GROUP_SIZE,
+        description="Episodes per validation task and checkpoint (at most 1024).",
+    )
     temperature: float = Field(
         default=0.0, ge=0.0, description="0: greedy episodes (as `shell eval` scores); > 0: sampled at this "
         "temperature (use with samples > 1).",

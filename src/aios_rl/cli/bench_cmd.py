@@ -25,9 +25,9 @@ def rollouts(
         help="Comma-separated allocators (default: uniform-8,uniform-16,dapo-16,arpo-16,vip-16,rail).",
     ),
     budget: int | None = typer.Option(
-        None, "--budget", help="Rollouts each method may spend per seed (default 512)."
+        None, "--budget", help="Rollouts each method may spend per seed (default 512; at most 100000000)."
     ),
-    seeds: int | None = typer.Option(None, "--seeds", help="Seeds per method (default 3)."),
+    seeds: int | None = typer.Option(None, "--seeds", help="Seeds per method (default 3; at most 1000)."),
     first_seed: int | None = typer.Option(
         None, "--first-seed", help="First seed (default 0): run seeds in several processes, then merge-rollouts."
     ),
@@ -43,16 +43,16 @@ def rollouts(
         None, "--tasks-per-round", help="Training tasks per round (default 8)."
     ),
     eval_points: int | None = typer.Option(
-        None, "--eval-points", help="Holdout evaluations per run (default 4)."
+        None, "--eval-points", help="Holdout evaluations per run (default 4; at most 1000)."
     ),
     eval_tasks: int | None = typer.Option(
         None, "--eval-tasks", help="Holdout tasks evaluated (default: all)."
     ),
     eval_samples: int | None = typer.Option(
-        None, "--eval-samples", help="Episodes per holdout task (1: greedy)."
+        None, "--eval-samples", help="Episodes per holdout task (1: greedy; at most 1024)."
     ),
     max_steps: int | None = typer.Option(
-        None, "--max-steps", help="Environment steps per episode (default 12)."
+        None, "--max-steps", help="Environment steps per episode (default 12; at most 1000)."
     ),
     warm_start_epochs: int | None = typer.Option(
         None,

@@ -21,8 +21,8 @@ def train(
     ),
     run: Path = RunOption,
     epochs: int = typer.Option(
-        5, "--epochs", help="Update epochs in all (a run continued without --tasks or --epochs: the count "
-        "its last command asked for)."
+        5, "--epochs", help="Update epochs in all, at most 100000 (a run continued without --tasks or "
+        "--epochs: the count its last command asked for)."
     ),
     student: str = typer.Option("compact", "--student", help="compact | causal-lm"),
     model: str | None = typer.Option(None, "--model", help="causal-lm: local model directory (never downloaded)."),
@@ -33,8 +33,8 @@ def train(
     no_rl: bool = typer.Option(False, "--no-rl", help="Distillation only: no RL updates (ablation)."),
     tasks_per_epoch: int | None = typer.Option(None, "--tasks-per-epoch", help="Training tasks per epoch."),
     group_size: int | None = typer.Option(
-        None, "--group-size", help="Episodes per task per epoch (uniform-N); an --allocator of another size "
-        "is refused (its name sets the size)."
+        None, "--group-size", help="Episodes per task per epoch (uniform-N; at most 1024); an --allocator of "
+        "another size is refused (its name sets the size)."
     ),
     allocator: str | None = typer.Option(
         None, "--allocator", help="Rollout allocator: uniform-N, dapo-N, arpo-N, tree-N, vip-N, rail or rail-N "
@@ -218,7 +218,9 @@ def evaluate(
     checkpoint: str = typer.Option("active", "--checkpoint", help="active | last_stable | initial | a checkpoint id"),
     tasks: Path | None = typer.Option(None, "--tasks", help="Task directory (default: the one the run trained on)."),
     split: str = typer.Option("holdout", "--split", help="holdout | train"),
-    samples: int = typer.Option(1, "--samples", help="Episodes per task (use with --temperature > 0)."),
+    samples: int = typer.Option(
+        1, "--samples", help="Episodes per task, at most 1024 (use with --temperature > 0)."
+    ),
     temperature: float = typer.Option(
         0.0, "--temperature", help="0: greedy decoding (the default); > 0: sample at this temperature."
     ),

@@ -29,6 +29,12 @@ MAX_SEED = (2**64 - 2**20) // 7919
 epoch``, which torch takes from -2**63 to 2**64 - 1 and beyond overflows with a bare ValueError. No tighter:
 runs stored before the bound with any seed torch took (e.g. a microsecond timestamp) resume and evaluate."""
 MAX_TORCH_THREADS = 1024  # torch.set_num_threads overflows at 2**31; no CPU student gains from more
+# Upper bounds of counts that set how long a run takes: far beyond any real use, they refuse a typo (an extra
+# digit or ten) before a run directory exists, where the run would otherwise never end.
+MAX_GROUP_SIZE = 1024  # episodes of one task at a time: a GRPO group, an allocator's -N, eval --samples
+MAX_PASSES = 100_000  # epochs, distillation passes, update passes
+MAX_WORKERS = 1024  # parallel environment workers (each a sandbox at a time)
+MAX_ROLLOUTS = 100_000_000  # a rollout budget that must be spent
 
 
 def _bool_as_number(annotation: Any, value: Any) -> bool:

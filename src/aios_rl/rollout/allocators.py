@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from aios_rl.contracts.config import ConfigModel
+from aios_rl.contracts.config import MAX_GROUP_SIZE, ConfigModel
 from aios_rl.contracts.episode import DecodingRegime
 from aios_rl.contracts.errors import AiosRlError, ConfigError
 from aios_rl.rollout.rail import RailConfig, RailController, StepInfo
@@ -175,8 +175,13 @@ class AllocatorConfig(ConfigModel):
     vip_floor: int = Field(default=2, ge=0, description="VIP: fewest rollouts of a funded task.")
     vip_cap_multiple: float = Field(default=2.0, ge=1, description="VIP: cap per task = this x N.")
     vip_success_threshold: float = Field(default=0.5, description="VIP: reward counted as success.")
-    rail_base_group: int = Field(default=8, ge=1, description="RAIL G0: base rollouts (guess).")
-    rail_cap: int = Field(default=32, ge=1, description="RAIL B_max per task when the name has no -N.")
+    rail_base_group: int = Field(
+        default=8, ge=1, le=MAX_GROUP_SIZE, description="RAIL G0: base rollouts (guess; at most 1024)."
+    )
+    rail_cap: int = Field(
+        default=32, ge=1, le=MAX_GROUP_SIZE,
+        description="RAIL B_max per task when the name has no -N (at most 1024).",
+    )
     rail: RailConfig = Field(default_factory=RailConfig, description="RAIL controller settings.")
 
 
@@ -533,6 +538,9 @@ def parse_allocator_name(name: str) -> tuple[str, int | None]:
         raise ConfigError(f"allocator {name!r} needs a group size: '{kind}-N', e.g. '{kind}-8'")
     if n is not None and n < 1:
         raise ConfigError(f"allocator {name!r}: N must be >= 1, e.g. '{kind}-8'")
+    if n is not None and n > MAX_GROUP_SIZE:  # a typo: a group this large would never finish
+        raise ConfigError(f"allocator {name!r}: N must be at most {MAX_GROUP_SIZE} (rollouts of one task), "
+                          f"e.g. '{kind}-8'")
     return kind, n
 
 

@@ -114,12 +114,16 @@ logger = logging.getLogger(__name__)
 
 ENV_ID = "shell/bugfix-v1"
 _POOL_CACHE_SIZE = 16
+_MAX_STEPS = 1000  # a bug-fix episode takes a dozen steps; more than this is a typo, not a budget
 
 
 class ShellEnvConfig(ConfigModel):
     """Budgets and presentation of the shell bug-fix environment."""
 
-    max_steps: int = Field(default=12, description="Steps per episode; it is truncated after the last.")
+    max_steps: int = Field(
+        default=12, le=_MAX_STEPS,
+        description="Steps per episode (at most 1000); it is truncated after the last.",
+    )
     stop_on_pass: bool = Field(default=True, description="End the episode when all tests pass after a patch.")
     episode_wall_s: float = Field(
         default=180.0, description="Wall-clock budget of the episode's own steps, in seconds (time spent inside "
