@@ -66,7 +66,8 @@ def test_a_group_size_the_allocator_overrides_is_refused(
     assert "group_size 8 is not used: allocator 'dapo-4' sets the group size (4)" in str(result.exception)
     (tmp_path / "c.yaml").write_text("group_size: 8\n")
     result = CliRunner().invoke(app, [*args, "--config", str(tmp_path / "c.yaml"), "--allocator", "rail"])
-    assert isinstance(result.exception, ConfigError) and "allocator 'rail'" in str(result.exception)
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert "allocator 'rail-32' sets its own group sizes (8 rollouts, branched up to 32)" in str(result.exception)
     config = built_config(tmp_path, monkeypatch, "--group-size", "4", "--allocator", "dapo-4")
     assert (config.group_size, config.allocator_name()) == (4, "dapo-4")  # the same size twice is no conflict
 

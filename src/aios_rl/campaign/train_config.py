@@ -26,7 +26,7 @@ from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
 from aios_rl.control.reward import RewardConfig
 from aios_rl.envs.shell.env import ShellEnvConfig
-from aios_rl.rollout.allocators import AllocatorConfig, canonical_allocator_name
+from aios_rl.rollout.allocators import AllocatorConfig, canonical_allocator_name, parse_allocator_name
 from aios_rl.teacher.calibrate import MonitorConfig
 from aios_rl.teacher.gateway import TeacherConfig, canonical_teacher_spec, with_api_key_of
 
@@ -208,11 +208,13 @@ def check_group_size(config: ShellTrainConfig) -> None:
         return
     kind, size = parse_allocator_name(config.allocator)
     if size != config.group_size:
-        sets = (f"sets the group size ({size})" if size is not None
-                else "sets its own group sizes (up to allocation.rail_cap)")
+        rail = kind == "rail"  # its name is canonical (rail-<cap>); groups start at its base group
+        sets = (f"sets its own group sizes ({config.allocation.rail_base_group} rollouts, branched up to {size})"
+                if rail else f"sets the group size ({size})")
+        example = "" if rail else f", e.g. '{kind}-{config.group_size}'"
         raise ConfigError(f"group_size {config.group_size} is not used: allocator '{config.allocator}' "
-                          f"{sets}; leave group_size (--group-size) out, or name the size in the allocator, "
-                          f"e.g. '{kind}-{config.group_size}'")
+                          f"{sets}; leave group_size (--group-size) out, or name the size in the "
+                          f"allocator{example}")
 
 
 # Settings added after runs were stored, by path, with the value that reproduces such a run (what it ran
