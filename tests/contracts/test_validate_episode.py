@@ -154,3 +154,20 @@ def test_json_the_decoder_refuses_is_a_contract_error(tmp_path: Path, text: str,
         parse_json_record(Episode, text)
     code, lines = run_validate(tmp_path, text)
     assert code == 2 and len(lines) == 1 and expected in lines[0]
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+def test_a_key_given_twice_is_refused(tmp_path: Path, where: str) -> None:
+    """json.loads keeps the last of two equal keys, so a file with "reward" twice was reported valid and the
+    first value silently dropped (YAML config files already refuse a key given twice)."""
+    text = json.dumps(valid_episode())
+    if where == "top":
+        text = text.replace('"reward": 1.0', '"reward": 0.0, "reward": 1.0', 1)
+    else:
+        text = text.replace('"action": "a"', '"action": "b", "action": "a"', 1)
+    key = "reward" if where == "top" else "action"
+    with pytest.raises(ContractError, match=f"duplicate key '{key}'"):
+        parse_json_record(Episode, text)
+    code, lines = run_validate(tmp_path, text)
+    assert code == 2 and lines == [f"<json>: got duplicate key '{key}' in one object; expected each key once "
+                                   "(JSON readers keep only the last value)"]

@@ -64,15 +64,29 @@ def parse_record(model: type[M], data: Any, *, source: str = "input") -> M:
         raise ContractError(f"{source} is not a valid {model.__name__}", problems_from(exc)) from None
 
 
+def _unique_keys(pairs: list[tuple[str, Any]], source: str) -> dict[str, Any]:
+    """A decoded JSON object, refusing a key given twice: ``json.loads`` keeps the last value without a
+    word, so one of two values the author wrote would silently not count (as YAML config files refuse)."""
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            problem = (f"<json>: got duplicate key {key!r} in one object; expected each key once "
+                       "(JSON readers keep only the last value)")
+            raise ContractError(f"{source} is not valid JSON", [problem])
+        obj[key] = value
+    return obj
+
+
 def parse_json_record(model: type[M], text: str, *, source: str = "input") -> M:
     """Decode JSON text (NaN and Infinity tokens are decoded, then rejected by the model) and validate it.
 
     Raises:
-        ContractError: for malformed JSON (naming line and column), JSON the decoder refuses (an integer of
-            more than 4300 digits, nesting deeper than the recursion limit) or any contract violation.
+        ContractError: for malformed JSON (naming line and column), a key given twice in one object, JSON
+            the decoder refuses (an integer of more than 4300 digits, nesting deeper than the recursion
+            limit) or any contract violation.
     """
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(pairs, source))
     except json.JSONDecodeError as exc:
         problem = f"<json>: got malformed JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); expected a complete JSON document"
         raise ContractError(f"{source} is not valid JSON", [problem]) from None

@@ -170,6 +170,12 @@ def test_broken_directories_are_invalid_without_running(tmp_path: Path, sandbox)
     assert reasons["norepo"] == "missing repo/ directory"
     assert reasons["badjson"].startswith("invalid manifest: <json>: got malformed JSON at line 1")
     assert reasons["badfield"].startswith("invalid manifest: split: got \"dev\"")
+    # a key given twice: JSON readers keep the last, so the first "split" was silently dropped
+    twice = tmp_path / "twice"
+    (twice / "repo").mkdir(parents=True)
+    text = json.dumps(data).replace('"split":', '"split": "train", "split":', 1)
+    (twice / "manifest.json").write_text(text)
+    assert check_task(twice, sandbox).reason.startswith("invalid manifest: <json>: got duplicate key 'split'")
 
 
 def test_a_repo_that_cannot_be_copied_is_invalid_not_a_crash(tmp_path: Path, sandbox) -> None:
