@@ -3,6 +3,7 @@ ran in one process or were resumed."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -100,3 +101,34 @@ def test_dapo_group_counts_are_per_epoch_and_their_totals_the_runs(tmp_path: Pat
     totals = [r["rollout/total_dapo_resampled_groups"] + r["rollout/total_dapo_dropped_groups"]
               for r in records]
     assert totals == [groups[0], groups[0] + groups[1]]
+
+
+def test_an_epoch_the_rollout_budget_cuts_short_warns_and_counts_the_shortfall(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With group_size 2 and rollout_budget 3, epoch 2 trained a group of 1 and epoch 3 ran no episode (loss
+    0, a checkpoint of the same weights) without a word."""
+    make_task(tmp_path)
+    config = ShellTrainConfig.model_validate({
+        "epochs": 3, "tasks_per_epoch": 1, "group_size": 2, "rollout_budget": 3, "workers": 1,
+        "teacher": "none", "env": {"max_steps": 3},
+    })
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    warned = []
+    try:
+        for epoch in (1, 2, 3):
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="aios_rl.campaign.collect"):
+                training.run_epoch(epoch)
+            warned.append([r.getMessage() for r in caplog.records if r.name == "aios_rl.campaign.collect"])
+    finally:
+        training.close()
+    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert [r["rollout/rollouts"] for r in records] == [2, 1, 0]
+    assert [r["rollout/budget_shortfall"] for r in records] == [0, 1, 2]
+    assert warned[0] == []
+    advice = "(give fewer epochs or a larger rollout_budget)"
+    assert warned[1] == ["epoch 2: the run's rollout_budget of 3 leaves 1 rollout for the 2 this epoch's "
+                         f"groups start with: its groups are cut short {advice}"]
+    assert warned[2] == ["epoch 3: the run's rollout_budget of 3 leaves 0 rollouts for the 2 this epoch's "
+                         f"groups start with: it runs no episode {advice}"]

@@ -49,6 +49,7 @@ class RolloutCollector:
         self.allocator = make_allocator(allocator, config)
         self.ledger = Budget()
         self.saved_epoch = 0
+        self.shortfall = 0  # rollouts the last epoch's groups start with that the run's budget cut
         self._trace_mark = 0  # the newest RAIL trace row the allocator state has seen
         state: dict[str, Any] | None = plane.store.get_meta(ROLLOUT_STATE_KEY)
         if state is not None:
@@ -88,6 +89,10 @@ class RolloutCollector:
     ) -> BatchResult:
         """Run one epoch's groups; the batch budget is the tasks' caps (or what is left of the run's).
 
+        When what is left of the run's budget is less than the rollouts the groups start with, the epoch
+        runs fewer episodes than planned (none once it is spent): a warning says so, and ``shortfall``
+        counts the rollouts cut (``rollout/budget_shortfall``).
+
         ``distinct``: how a task's rollouts draw actions: off, first or states (``run_rollouts``); ``name``:
         the episodes' ids (``RolloutEngine.collect``).
         """
@@ -95,8 +100,17 @@ class RolloutCollector:
             log.warning(
                 "epoch %d starts from the allocator state saved after epoch %d", epoch, self.saved_epoch
             )
-        caps = sum(self.allocator.group_plan(t.task_id).cap for t in tasks)
+        plans = [self.allocator.group_plan(t.task_id) for t in tasks]
+        caps, planned = sum(p.cap for p in plans), sum(p.initial for p in plans)
         left = self.remaining
+        self.shortfall = 0 if left is None else max(0, planned - left)
+        if self.shortfall:
+            cut = "it runs no episode" if left == 0 else "its groups are cut short"
+            log.warning(
+                "epoch %d: the run's rollout_budget of %d leaves %d rollout%s for the %d this epoch's groups "
+                "start with: %s (give fewer epochs or a larger rollout_budget)",
+                epoch, self.rollout_budget, left, "" if left == 1 else "s", planned, cut,
+            )
         budget = RolloutBudget(caps if left is None else min(caps, left))
         engine = RolloutEngine(
             make_env,

@@ -715,6 +715,7 @@ class ShellTraining:
             "rollout/zero_variance_groups": zero_var,
             "rollout/frac_reward_zero_std": zero_var / max(1, len(batch.groups)),
             "rollout/steps_mean": sum(len(e.trajectory) for e in seen) / ran,
+            "rollout/budget_shortfall": self.collector.shortfall,  # rollouts the run's spent budget cut
             "train/self_imitation_tasks": archived,
             "train/demonstrations_replayed": replayed,
             "train/consolidation_targets": consolidated.targets if consolidated else 0,

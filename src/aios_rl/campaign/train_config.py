@@ -57,7 +57,9 @@ class ShellTrainConfig(ConfigModel):
     )
     allocation: AllocatorConfig = Field(default_factory=AllocatorConfig, description="Allocator and RAIL settings.")
     rollout_budget: int = Field(
-        default=0, ge=0, description="Total rollouts the run may spend, branches included (0: no limit)."
+        default=0, ge=0, description="Total rollouts the run may spend, branches included (0: no limit). An "
+        "epoch it leaves short runs fewer episodes than planned, or none once it is spent: a warning says so "
+        "and rollout/budget_shortfall counts the rollouts cut.",
     )
     seed: int = Field(
         default=0, ge=MIN_SEED, le=MAX_SEED,
