@@ -81,3 +81,18 @@ def test_counts_beyond_their_bound_are_refused_before_out_exists(
     assert isinstance(result.exception, ConfigError), result.exception
     assert f"{key}: got" in str(result.exception) and "less than or equal to" in str(result.exception)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("methods, same", [("rail-3,RAIL-3", "'rail-3' and 'RAIL-3'"),
+                                           ("uniform-8, grpo-8", "'uniform-8' and 'grpo-8'")])
+def test_two_names_of_one_allocator_are_refused_before_out_exists(
+    tmp_path: Path, methods: str, same: str
+) -> None:
+    """Allocator names are read case-blind (GRPO-N is uniform-N), but the distinct check compared the text:
+    `--methods rail-3,RAIL-3` trained the same allocator twice as two methods."""
+    out = tmp_path / "out"
+    args = ["bench", "rollouts", "--tasks", str(tmp_path), "--out", str(out), "--methods", methods]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert "--methods needs distinct allocator names" in str(result.exception)
+    assert f"{same} name the same allocator" in str(result.exception) and not out.exists()

@@ -113,10 +113,14 @@ class BenchConfig(ConfigModel):
     @field_validator("methods")
     @classmethod
     def _known(cls, methods: tuple[str, ...]) -> tuple[str, ...]:
-        if not methods or len(set(methods)) != len(methods):
+        if not methods:
             raise ConfigError(f"--methods needs distinct allocator names, got {list(methods)}")
-        for name in methods:
-            parse_allocator_name(name)
+        allocators = [parse_allocator_name(name) for name in methods]  # case-blind; GRPO-N is uniform-N
+        for i, allocator in enumerate(allocators):
+            first = allocators.index(allocator)
+            if first != i:
+                raise ConfigError(f"--methods needs distinct allocator names, got {list(methods)}: "
+                                  f"{methods[first]!r} and {methods[i]!r} name the same allocator")
         return methods
 
     @model_validator(mode="after")
