@@ -88,3 +88,27 @@ def test_a_rail_run_stored_with_no_room_to_branch_still_resumes(tmp_path: Path, 
     reopened = open_training(run, epochs=2)
     assert reopened.collector.allocator.group_plan("t") == GroupPlan(6, 6)
     reopened.close()
+
+
+def test_a_stored_configuration_this_version_refuses_is_a_config_error_not_a_traceback(tmp_path: Path) -> None:
+    """A run stored by an older version with a value today's bounds refuse (here a group of 5000, above the
+    bound of 1024 added since) ended `shell eval` and a resume in a raw pydantic ValidationError."""
+    from aios_rl.campaign.shell_eval import run_shell_eval
+    from aios_rl.campaign.train import TRAIN_CONFIG_KEY
+    from aios_rl.control.plane import ControlPlane
+
+    make_task(tmp_path)
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    ShellTraining(run, tasks, ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none")).close()
+    plane = ControlPlane(run)
+    try:
+        stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
+        plane.store.set_meta(TRAIN_CONFIG_KEY, stored | {"group_size": 5000})
+    finally:
+        plane.close()
+    with pytest.raises(ConfigError, match=r"cannot evaluate .*run:\n.*group_size"):
+        run_shell_eval(run, split="train")
+    with pytest.raises(ConfigError, match=r"cannot continue .*run:\n.*group_size"):
+        open_training(run)
+    with pytest.raises(ConfigError, match=r"cannot continue .*run:\n.*group_size"):
+        ShellTraining(run, tasks, ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none"))

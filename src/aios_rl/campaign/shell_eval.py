@@ -10,6 +10,7 @@ from pathlib import Path
 from aios_rl.campaign.evaluate import GREEDY, EvalResult, evaluate
 from aios_rl.campaign.students import restore_student
 from aios_rl.campaign.train import TRAIN_CONFIG_KEY, ShellTrainConfig
+from aios_rl.campaign.train_config import stored_train_config
 from aios_rl.contracts.config import MAX_GROUP_SIZE, MAX_SEED, MIN_SEED
 from aios_rl.contracts.episode import DecodingRegime, Task
 from aios_rl.contracts.errors import ConfigError, StorageError
@@ -70,7 +71,7 @@ def run_shell_eval(
     plane = ControlPlane(run, writer=False)
     try:
         stored = plane.store.get_meta(TRAIN_CONFIG_KEY)
-        config = ShellTrainConfig.model_validate(stored) if stored else ShellTrainConfig()
+        config = stored_train_config(stored, run, "evaluate") if stored else ShellTrainConfig()
         if tasks_dir is None:
             remembered = plane.store.get_meta(TASKS_DIR_KEY)
             if remembered is None:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import ValidationError
 
 from aios_rl.algos.batch import DistillBatch
 from aios_rl.algos.distill import distill_batch_from, distill_from_episodes, distill_update
@@ -39,12 +38,12 @@ from aios_rl.campaign.train_config import (
     ShellTrainConfig,
     resolve_stored_config,
     store_epochs,
+    stored_train_config,
 )
 from aios_rl.campaign.validation import SPLIT_KEY, ValidationGate, stored_split, validation_split
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task
 from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.contracts.protocols import Env, Teacher
-from aios_rl.contracts.validate import problems_from
 from aios_rl.control.plane import ControlPlane
 from aios_rl.control.replay import route_episode
 from aios_rl.envs.shell.env import ShellBugfixEnv
@@ -230,7 +229,7 @@ def trained_task_ids(run_dir: Path, *, depth: int = 8) -> set[str]:
     stored, tasks_dir, held = _stored_run(run_dir)
     if stored is None or tasks_dir is None or not Path(tasks_dir).is_dir():
         return set()
-    config = ShellTrainConfig.model_validate(stored)
+    config = stored_train_config(stored, run_dir, "check the tasks of")
     train_tasks = load_tasks(Path(tasks_dir), split="train")
     if held is not None:
         ids = {t.task_id for t in train_tasks} - set(held)
@@ -263,10 +262,7 @@ def open_training(run_dir: Path, *, epochs: int | None = None) -> ShellTraining:
         raise ConfigError(f"{run_dir} trained on {tasks_dir}, which no longer exists")
     if epochs is not None:
         stored = stored | {"epochs": epochs}
-    try:
-        config = ShellTrainConfig.model_validate(stored)
-    except ValidationError as exc:  # e.g. --epochs 0
-        raise ConfigError(f"cannot continue {run_dir}:\n" + "\n".join(problems_from(exc))) from None
+    config = stored_train_config(stored, run_dir, "continue")  # e.g. --epochs 0
     return ShellTraining(run_dir, Path(tasks_dir), config)
 
 

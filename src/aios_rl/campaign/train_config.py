@@ -7,7 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.students import StudentConfig
@@ -22,6 +22,7 @@ from aios_rl.contracts.config import (
     ConfigModel,
 )
 from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.validate import problems_from
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
 from aios_rl.control.reward import RewardConfig
@@ -288,12 +289,25 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
         stored_value = _stored_section(stored, path).get(path[-1])
         if stored_value == old_default and _get_path(asked, path) == _get_path(today, path):
             asked = _with_path(asked, path, old_default)
-    resolved = ShellTrainConfig.model_validate(stored)
+    resolved = stored_train_config(stored, plane.run_dir, "continue")
     teacher = with_api_key_of(resolved.teacher_config, config.teacher_config)  # the key is never stored
     resolved = resolved.model_copy(update={"epochs": config.epochs, "teacher_config": teacher})
     if resolved != asked:
         raise ConfigError(f"{plane.run_dir} was trained with a different configuration; resume it unchanged or use a new --run")
     return resolved
+
+
+def stored_train_config(stored: dict[str, Any], run_dir: Path, action: str) -> ShellTrainConfig:
+    """A run's stored training configuration, validated by this version's rules.
+
+    Raises:
+        ConfigError: it does not validate (a value stored by an older version that a bound added since
+            refuses, or an edited store): ``cannot ACTION RUN_DIR:`` and each problem.
+    """
+    try:
+        return ShellTrainConfig.model_validate(stored)
+    except ValidationError as exc:
+        raise ConfigError(f"cannot {action} {run_dir}:\n" + "\n".join(problems_from(exc))) from None
 
 
 def store_epochs(plane: ControlPlane, epochs: int) -> None:
