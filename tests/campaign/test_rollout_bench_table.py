@@ -59,3 +59,19 @@ def test_an_online_mae_above_the_frozen_copys_reads_higher_not_negative_lower():
              "rail/mae_online_paired": 0.0531, "rail/mae_frozen": 0.0436}
     lines = format_table([summary(worse)], config)
     assert "  MAE online 0.0531 vs frozen-at-promotion 0.0436 (22 % higher)" in lines
+
+
+def test_the_reference_is_found_under_any_name_of_uniform_16():
+    """REFERENCE was matched by its exact text, so `--methods UNIFORM-16,rail` (or grpo-16) ran fine but
+    lost the "to match uniform-16" column: no target, and "-" for every method."""
+    def run(method: str, success: float) -> SeedRun:
+        return SeedRun(method=method, seed=0, curve=[(8, success / 2), (16, success)], rollouts=16,
+                       env_steps=40, groups=2, zero_variance_groups=0, wall_s=1.0)
+
+    for reference in ("UNIFORM-16", "grpo-16", " Uniform-16"):
+        runs = {reference: [run(reference, 0.5)], "rail": [run("rail", 1.0)], "dapo-4": [run("dapo-4", 0.2)]}
+        summaries = summarize(runs)
+        assert [s.rollouts_to_match_uniform16 for s in summaries] == [16, 8, None]
+        config = BenchConfig(methods=(reference, "rail", "dapo-4"), seeds=1)
+        rows = format_table(summaries, config)[2:5]
+        assert [row.split()[-3] for row in rows] == ["16", "8", "reached"]  # "not reached", not "-"

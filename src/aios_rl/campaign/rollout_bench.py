@@ -26,7 +26,7 @@ import math
 import sqlite3
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,7 +44,7 @@ from aios_rl.envs.shell.task import load_tasks
 from aios_rl.rollout.allocators import check_rail_cap, parse_allocator_name
 from aios_rl.storage.files import write_text_atomic
 
-REFERENCE = "uniform-16"
+REFERENCE = "uniform-16"  # the method others must match; found under any of its names (UNIFORM-16, grpo-16)
 RESULTS_FILE = "results.json"
 CONFIG_FILE = "bench_config.json"
 DEFAULT_METHODS = ("uniform-8", "uniform-16", "dapo-16", "arpo-16", "vip-16", "rail")
@@ -411,13 +411,20 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
+def _reference(methods: Iterable[str]) -> str | None:
+    """The method among ``methods`` that names the same allocator as REFERENCE, however spelt, or None."""
+    reference = parse_allocator_name(REFERENCE)
+    return next((m for m in methods if parse_allocator_name(m) == reference), None)
+
+
 def summarize(runs: dict[str, list[SeedRun]]) -> list[MethodSummary]:
     """Per-method means over seeds, milestone by milestone, and rollouts to reach uniform-16's final mean."""
     curves: dict[str, list[tuple[float, float, float]]] = {}
     for method, seeds in runs.items():
         points = zip(*(r.curve for r in seeds))  # the same milestone across seeds
         curves[method] = [(statistics.fmean(x for x, _ in p), *_mean_std([s for _, s in p])) for p in points]
-    target = curves[REFERENCE][-1][1] if REFERENCE in curves else None
+    reference = _reference(curves)
+    target = curves[reference][-1][1] if reference is not None else None
     out = []
     for method, seeds in runs.items():
         final, std = _mean_std([r.curve[-1][1] for r in seeds])
@@ -461,7 +468,7 @@ def format_table(summaries: list[MethodSummary], config: BenchConfig) -> list[st
     for s in summaries:
         match = (
             "-"
-            if s.rollouts_to_match_uniform16 is None and REFERENCE not in config.methods
+            if s.rollouts_to_match_uniform16 is None and _reference(config.methods) is None
             else (
                 "not reached"
                 if s.rollouts_to_match_uniform16 is None
