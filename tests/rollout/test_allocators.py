@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aios_rl.contracts.config import MAX_GROUP_SIZE
+from aios_rl.contracts.config import MAX_GROUP_SIZE, MAX_RESAMPLES, load_config
 from aios_rl.contracts.errors import ConfigError
 from aios_rl.contracts.protocols import Allocator as AllocatorProtocol
 from aios_rl.rollout.allocators import (
@@ -115,6 +115,22 @@ def test_a_rail_cap_at_or_below_the_base_group_is_refused():
     with pytest.raises(ConfigError, match=r"allocation.rail_cap = 4 \('rail' alone\)"):
         check_rail_cap("rail", AllocatorConfig(rail_cap=4))
     check_rail_cap("uniform-2", AllocatorConfig())  # other kinds have no base group
+
+
+@pytest.mark.parametrize(
+    ("key", "most"),
+    [("arpo_beam_size", MAX_GROUP_SIZE), ("tree_expand_nodes", MAX_GROUP_SIZE),
+     ("dapo_max_resamples", MAX_RESAMPLES)],
+)
+def test_counts_the_budget_does_not_bound_have_an_upper_bound(key, most):
+    """The batch budget does not bound these, so a typo ran without end or exhausted memory: ARPO drew
+    beam_size - 1 random numbers at every anchor (2**70: a raw ValueError), Tree-GRPO looped n times per tree
+    in every round even with no budget left, and DAPO's group cap (hence the batch budget) is
+    N·(1 + resamples), so a task that always fails was drawn again and again."""
+    assert AllocatorConfig(**{key: most}).model_dump()[key] == most
+    with pytest.raises(ConfigError, match=rf"{key}: got {most + 1}; expected .*less than or equal to {most}"):
+        load_config(AllocatorConfig, overrides={key: most + 1})
+    assert f"at most {most}" in AllocatorConfig.model_fields[key].description
 
 
 # ---------------------------------------------------------------- budget counter

@@ -35,6 +35,7 @@ MAX_GROUP_SIZE = 1024  # episodes of one task at a time: a GRPO group, an alloca
 MAX_PASSES = 100_000  # epochs, distillation passes, update passes
 MAX_WORKERS = 1024  # parallel environment workers (each a sandbox at a time)
 MAX_ROLLOUTS = 100_000_000  # a rollout budget that must be spent
+MAX_RESAMPLES = 1000  # fresh groups DAPO draws for one zero-variance group (each a group of N rollouts)
 
 
 def _bool_as_number(annotation: Any, value: Any) -> bool:

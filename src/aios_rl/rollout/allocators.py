@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from aios_rl.contracts.config import MAX_GROUP_SIZE, ConfigModel
+from aios_rl.contracts.config import MAX_GROUP_SIZE, MAX_RESAMPLES, ConfigModel
 from aios_rl.contracts.episode import DecodingRegime
 from aios_rl.contracts.errors import AiosRlError, ConfigError
 from aios_rl.rollout.rail import RailConfig, RailController, StepInfo
@@ -164,10 +164,17 @@ class AllocatorConfig(ConfigModel):
     arpo_initial_fraction: float = Field(default=0.5, gt=0, le=1, description="ARPO: initial rollouts / N.")
     arpo_branch_probability: float = Field(default=0.5, ge=0, le=1, description="ARPO τ, branch_probability.")
     arpo_entropy_weight: float = Field(default=0.2, ge=0, description="ARPO β (entropy_weight).")
-    arpo_beam_size: int = Field(default=2, ge=2, description="ARPO beam_size (branches <= it - 1).")
-    dapo_max_resamples: int = Field(default=2, ge=0, description="DAPO: resamples per group (guess).")
+    arpo_beam_size: int = Field(
+        default=2, ge=2, le=MAX_GROUP_SIZE, description="ARPO beam_size (branches <= it - 1; at most 1024)."
+    )
+    dapo_max_resamples: int = Field(
+        default=2, ge=0, le=MAX_RESAMPLES, description="DAPO: resamples per group (guess; at most 1000)."
+    )
     dapo_variance_tol: float = Field(default=1e-12, ge=0, description="DAPO: variance counted as zero.")
-    tree_expand_nodes: int = Field(default=2, ge=1, description="Tree-GRPO n: nodes per tree per round.")
+    tree_expand_nodes: int = Field(
+        default=2, ge=1, le=MAX_GROUP_SIZE,
+        description="Tree-GRPO n: nodes per tree per round (at most 1024).",
+    )
     tree_iterations: int = Field(default=1, ge=1, description="Tree-GRPO l: expansion rounds.")
     vip_prior_alpha: float = Field(default=1.0, gt=0, description="VIP: Beta prior successes (guess).")
     vip_prior_beta: float = Field(default=1.0, gt=0, description="VIP: Beta prior failures (guess).")
