@@ -150,3 +150,23 @@ def test_directories_a_bench_wrote_before_it_refused_train_settings_it_sets_stil
     assert [s.method for s in summaries] == ["uniform-16", "rail"] and cfg.train.epochs == 3
     with pytest.raises(ConfigError, match="train.epochs is set by bench rollouts itself"):
         BenchConfig.model_validate({"train": {"epochs": 3}})  # a new bench still refuses them
+
+
+
+def test_directories_a_bench_wrote_with_two_names_of_one_allocator_still_merge(tmp_path):
+    """`bench rollouts` took `--methods uniform-16,grpo-16` (or 'rail,RAIL') until it refused two names of
+    one allocator: the directories it wrote store both, and their merge must not refuse the finished runs
+    with a `--methods` error that no merge can act on."""
+    dirs = []
+    for name, seed in (("a", 0), ("b", 1)):
+        d = bench_dir(tmp_path / name, {("uniform-16", seed): 0.6, ("rail", seed): 0.7})
+        config = json.loads((d / CONFIG_FILE).read_text())
+        (d / CONFIG_FILE).write_text(json.dumps(config | {"methods": ["uniform-16", "grpo-16"]}))
+        results = json.loads((d / RESULTS_FILE).read_text())
+        results[1]["method"] = results[1]["seeds"][0]["method"] = "grpo-16"  # as the older bench stored them
+        (d / RESULTS_FILE).write_text(json.dumps(results))
+        dirs.append(d)
+    summaries, cfg = merge_results(dirs, tmp_path / "out")
+    assert [s.method for s in summaries] == ["uniform-16", "grpo-16"] and cfg.seed_list == (0, 1)
+    with pytest.raises(ConfigError, match="name the same allocator"):
+        BenchConfig(methods=("uniform-16", "grpo-16"))  # a new bench still refuses them
