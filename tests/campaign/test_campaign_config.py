@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aios_rl.campaign.online_config import CampaignConfig, resume_config
+from aios_rl.campaign.online_config import MAX_CAMPAIGN_TASKS, CampaignConfig, resume_config
 from aios_rl.contracts.config import MIN_SEED, load_config
 from aios_rl.contracts.errors import ConfigError
 
@@ -78,6 +78,18 @@ def test_resume_refuses_a_max_tasks_below_one_as_a_fresh_start_does(bad: int) ->
         load_config(CampaignConfig, None, {"max_tasks": bad})
     with pytest.raises(ConfigError, match="max_tasks"):
         resume_config(CampaignConfig(max_tasks=8), None, {"max_tasks": bad})
+
+
+def test_resume_refuses_a_max_tasks_beyond_the_bound_as_a_fresh_start_does() -> None:
+    # A typo such as `--resume --max-tasks 10000000000` would run a campaign that never ends.
+    too_many = MAX_CAMPAIGN_TASKS + 1
+    with pytest.raises(ConfigError, match="max_tasks"):
+        load_config(CampaignConfig, None, {"max_tasks": too_many})
+    with pytest.raises(ConfigError, match=rf"max_tasks \(--max-tasks\) must be at most {MAX_CAMPAIGN_TASKS}"):
+        resume_config(CampaignConfig(max_tasks=8), None, {"max_tasks": too_many})
+    assert resume_config(CampaignConfig(max_tasks=8), None, {"max_tasks": MAX_CAMPAIGN_TASKS}).max_tasks == (
+        MAX_CAMPAIGN_TASKS
+    )
 
 
 def test_resume_with_the_same_config_file_keeps_the_fold_rules_the_campaign_was_stored_under() -> None:

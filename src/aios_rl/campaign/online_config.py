@@ -158,6 +158,9 @@ def resume_config(
         max_tasks = given_max or stored.max_tasks
     if max_tasks < 1:  # the field's own bound: model_copy does not validate
         raise ConfigError(f"max_tasks (--max-tasks) must be >= 1, got {max_tasks}; pass a positive number")
+    if max_tasks > MAX_CAMPAIGN_TASKS:  # the field's other bound: a typo, and a campaign that never ends
+        raise ConfigError(f"max_tasks (--max-tasks) must be at most {MAX_CAMPAIGN_TASKS}, got {max_tasks}; "
+                          "each task slot runs an episode")
     return stored.model_copy(update={"max_tasks": max_tasks})
 
 

@@ -23,7 +23,7 @@ def campaign(
         None, "--rollback-threshold", help="Degradation streak that rolls back on its own (3)."
     ),
     max_tasks: int | None = typer.Option(
-        None, "--max-tasks", help="Task slots to run (24); a resume may raise it."
+        None, "--max-tasks", help="Task slots to run (24; at most 1000000); a resume may raise it."
     ),
     teacher: str | None = typer.Option(
         None,
