@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -82,6 +83,15 @@ def test_any_text_parses_or_raises_config_error(text):
 def test_bad_names_get_a_did_you_mean(name, message):
     with pytest.raises(ConfigError, match=message):
         make_allocator(name)
+
+
+@pytest.mark.parametrize("name", ["rail-0", "rail-1025", "rail-x", "RAIL-99999999999"])
+def test_the_rail_name_a_parse_error_suggests_is_one_that_can_branch(name):
+    # 'e.g. rail-8' named a RAIL that starts at its base group of 8 and never branches: refused in its turn.
+    with pytest.raises(ConfigError, match=r"e\.g\. '(rail-\d+)'") as error:
+        parse_allocator_name(name)
+    example = re.search(r"e\.g\. '(rail-\d+)'", str(error.value)).group(1)
+    check_rail_cap(example, AllocatorConfig())  # the suggestion is taken as it is
 
 
 def test_rail_and_grpo_names():

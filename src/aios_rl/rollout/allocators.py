@@ -538,16 +538,18 @@ def parse_allocator_name(name: str) -> tuple[str, int | None]:
         hint = (f"; did you mean '{close[0] if close[0] == 'rail' else close[0] + '-' + size}'?" if close
                 else f"; valid: {', '.join(f'{k}-N' for k in ALLOCATOR_KINDS)} or rail")
         raise ConfigError(f"unknown allocator {name!r}{hint}")
+    # a name to copy: rail-8 would start at the default base group of 8 and never branch (check_rail_cap)
+    example = f"rail-{AllocatorConfig().rail_cap}" if kind == "rail" else f"{kind}-8"
     if match is None:
-        raise ConfigError(f"allocator {name!r}: expected '{kind}-N' with an integer N >= 1, e.g. '{kind}-8'")
+        raise ConfigError(f"allocator {name!r}: expected '{kind}-N' with an integer N >= 1, e.g. '{example}'")
     n = None if match.group(2) is None else int(match.group(2))
     if n is None and kind != "rail":
-        raise ConfigError(f"allocator {name!r} needs a group size: '{kind}-N', e.g. '{kind}-8'")
+        raise ConfigError(f"allocator {name!r} needs a group size: '{kind}-N', e.g. '{example}'")
     if n is not None and n < 1:
-        raise ConfigError(f"allocator {name!r}: N must be >= 1, e.g. '{kind}-8'")
+        raise ConfigError(f"allocator {name!r}: N must be >= 1, e.g. '{example}'")
     if n is not None and n > MAX_GROUP_SIZE:  # a typo: a group this large would never finish
         raise ConfigError(f"allocator {name!r}: N must be at most {MAX_GROUP_SIZE} (rollouts of one task), "
-                          f"e.g. '{kind}-8'")
+                          f"e.g. '{example}'")
     return kind, n
 
 
