@@ -132,3 +132,33 @@ def test_an_epoch_the_rollout_budget_cuts_short_warns_and_counts_the_shortfall(
                          f"groups start with: its groups are cut short {advice}"]
     assert warned[2] == ["epoch 3: the run's rollout_budget of 3 leaves 0 rollouts for the 2 this epoch's "
                          f"groups start with: it runs no episode {advice}"]
+
+
+def test_the_shortfall_counts_what_equal_shares_of_the_budget_leave_unused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Groups share what is left of the budget equally (budget // tasks each): with two groups of 2 and 3
+    rollouts left, each runs 1 and the third goes unused, so 2 of the 4 are cut, not 1; with 1 left, each
+    share is 0 and the epoch runs no episode."""
+    make_task(tmp_path, task_id="calc-1")
+    make_task(tmp_path, task_id="calc-2")
+    config = ShellTrainConfig.model_validate({
+        "epochs": 3, "tasks_per_epoch": 2, "group_size": 2, "rollout_budget": 7, "workers": 1,
+        "teacher": "none", "env": {"max_steps": 2},
+    })
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
+    warned = []
+    try:
+        for epoch in (1, 2, 3):
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="aios_rl.campaign.collect"):
+                training.run_epoch(epoch)
+            warned.append([r.getMessage() for r in caplog.records if r.name == "aios_rl.campaign.collect"])
+    finally:
+        training.close()
+    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert [r["rollout/rollouts"] for r in records] == [4, 2, 0]
+    assert [r["rollout/budget_shortfall"] for r in records] == [0, 2, 4]
+    advice = "(give fewer epochs or a larger rollout_budget)"
+    assert warned[2] == ["epoch 3: the run's rollout_budget of 7 leaves 1 rollout for the 4 this epoch's "
+                         f"groups start with: it runs no episode {advice}"]

@@ -90,8 +90,9 @@ class RolloutCollector:
         """Run one epoch's groups; the batch budget is the tasks' caps (or what is left of the run's).
 
         When what is left of the run's budget is less than the rollouts the groups start with, the epoch
-        runs fewer episodes than planned (none once it is spent): a warning says so, and ``shortfall``
-        counts the rollouts cut (``rollout/budget_shortfall``).
+        runs fewer episodes than planned (none once it is spent, or once the groups' equal shares of what is
+        left are 0): a warning says so, and ``shortfall`` counts the rollouts cut
+        (``rollout/budget_shortfall``), what the shares leave unused included.
 
         ``distinct``: how a task's rollouts draw actions: off, first or states (``run_rollouts``); ``name``:
         the episodes' ids (``RolloutEngine.collect``).
@@ -103,14 +104,7 @@ class RolloutCollector:
         plans = [self.allocator.group_plan(t.task_id) for t in tasks]
         caps, planned = sum(p.cap for p in plans), sum(p.initial for p in plans)
         left = self.remaining
-        self.shortfall = 0 if left is None else max(0, planned - left)
-        if self.shortfall:
-            cut = "it runs no episode" if left == 0 else "its groups are cut short"
-            log.warning(
-                "epoch %d: the run's rollout_budget of %d leaves %d rollout%s for the %d this epoch's groups "
-                "start with: %s (give fewer epochs or a larger rollout_budget)",
-                epoch, self.rollout_budget, left, "" if left == 1 else "s", planned, cut,
-            )
+        self.shortfall = 0  # set once the groups are planned
         budget = RolloutBudget(caps if left is None else min(caps, left))
         engine = RolloutEngine(
             make_env,
@@ -139,6 +133,15 @@ class RolloutCollector:
                 store.close()
                 self.allocator.store = None  # type: ignore[attr-defined]
         self.ledger.add(batch.ledger)
+        # planned - started, not planned - left: equal shares (left // tasks) may leave part of it unused
+        self.shortfall = 0 if left is None else max(0, planned - batch.started)
+        if self.shortfall:
+            cut = "it runs no episode" if batch.started == 0 else "its groups are cut short"
+            log.warning(
+                "epoch %d: the run's rollout_budget of %d leaves %d rollout%s for the %d this epoch's groups "
+                "start with: %s (give fewer epochs or a larger rollout_budget)",
+                epoch, self.rollout_budget, left, "" if left == 1 else "s", planned, cut,
+            )
         return batch
 
     def _open_traces(self) -> RailTraceStore | None:

@@ -91,12 +91,14 @@ class GroupOutcome:
 
 @dataclass
 class BatchResult:
-    """Every group of one ``collect`` call, the ledger of what it consumed and what the policy reported
-    about its ``act`` calls (``act_metrics.means()``: the ``policy/*`` metrics of the batch)."""
+    """Every group of one ``collect`` call, the ledger of what it consumed, what the policy reported
+    about its ``act`` calls (``act_metrics.means()``: the ``policy/*`` metrics of the batch) and the rollouts
+    the groups started with (``started``: the allocator's ``plan_batch``, within the budget)."""
 
     groups: list[GroupOutcome]
     ledger: Budget
     act_metrics: ActMetrics = field(default_factory=ActMetrics)
+    started: int = 0
 
     def training_batch(self) -> tuple[list[Episode], list[int]]:
         """Episodes of the kept groups and the group index of each (for GRPO advantages)."""
@@ -218,7 +220,8 @@ class RolloutEngine:
                     on_group(outcomes[g])
                     callbacks += time.perf_counter() - called
         ledger.wall_s = wall_before + time.perf_counter() - start - callbacks
-        return BatchResult([outcomes[g] for g in groups if g in outcomes], ledger, act_metrics)
+        started = sum(g.plan.initial for g in groups)
+        return BatchResult([outcomes[g] for g in groups if g in outcomes], ledger, act_metrics, started)
 
 
 @dataclass(eq=False)
