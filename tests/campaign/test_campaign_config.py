@@ -6,9 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from aios_rl.campaign.online_config import MAX_CAMPAIGN_TASKS, CampaignConfig, resume_config
+from aios_rl.campaign.online_config import (
+    CAMPAIGN_KEY,
+    MAX_CAMPAIGN_TASKS,
+    CampaignConfig,
+    resume_config,
+    stored_config,
+)
 from aios_rl.contracts.config import MIN_SEED, load_config
 from aios_rl.contracts.errors import ConfigError
+from aios_rl.storage.db import RunStore
 
 
 def test_cli_flags_land_in_the_control_config(tmp_path: Path) -> None:
@@ -117,3 +124,14 @@ def test_a_seed_or_thread_count_torch_cannot_take_is_a_config_error(key: str, va
     """They raised a bare ValueError from torch once the campaign's run directory existed."""
     with pytest.raises(ConfigError, match=f"{key}: got {value}; expected input should be"):
         load_config(CampaignConfig, None, {key: value})
+
+
+def test_a_stored_campaign_config_this_version_refuses_is_a_config_error(tmp_path: Path) -> None:
+    # A bound added since (trainer.update_epochs <= 100000) or an edited store: `shell campaign --resume`
+    # ended in a raw pydantic ValidationError.
+    config = CampaignConfig().model_dump(mode="json")
+    config["trainer"]["update_epochs"] = 200_000
+    with RunStore(tmp_path / "control.db") as store:
+        store.set_meta(CAMPAIGN_KEY, {"config": config, "campaign_id": "c", "tasks_dir": str(tmp_path)})
+    with pytest.raises(ConfigError, match=r"cannot resume .*:\ntrainer\.update_epochs: got 200000"):
+        stored_config(tmp_path)

@@ -51,6 +51,7 @@ from aios_rl.campaign.online_config import (
     campaign_summary,
     check_trainer,
     resume_config,
+    validate_stored_config,
 )
 from aios_rl.campaign.online_update import (
     ENV_VERSIONS,
@@ -182,7 +183,7 @@ class OnlineCampaign:
                     f"{self.run_dir} already holds a campaign; pass --resume to continue it "
                     "or choose a new --run directory"
                 )
-            resolved = resume_config(CampaignConfig.model_validate(stored["config"]), config, {})
+            resolved = resume_config(validate_stored_config(stored["config"], self.run_dir), config, {})
             if tasks_dir is not None and Path(tasks_dir).resolve() != Path(stored["tasks_dir"]):
                 raise ConfigError(
                     f"--resume: this campaign runs the tasks in {stored['tasks_dir']}, not {tasks_dir}"

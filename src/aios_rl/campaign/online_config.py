@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.drills import Drill
@@ -14,6 +14,7 @@ from aios_rl.campaign.slots import slot_event_id
 from aios_rl.campaign.students import StudentConfig
 from aios_rl.contracts.config import MAX_PASSES, MAX_SEED, MAX_TORCH_THREADS, MIN_SEED, ConfigModel
 from aios_rl.contracts.errors import ConfigError
+from aios_rl.contracts.validate import problems_from
 from aios_rl.control.compare import CompareConfig
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
@@ -177,7 +178,20 @@ def stored_campaign(run_dir: Path) -> dict[str, Any] | None:
 def stored_config(run_dir: Path) -> CampaignConfig | None:
     """The configuration the campaign in ``run_dir`` started with (None when there is none)."""
     meta = stored_campaign(run_dir)
-    return None if meta is None else CampaignConfig.model_validate(meta["config"])
+    return None if meta is None else validate_stored_config(meta["config"], run_dir)
+
+
+def validate_stored_config(stored: dict[str, Any], run_dir: Path) -> CampaignConfig:
+    """A campaign's stored configuration, validated by this version's rules.
+
+    Raises:
+        ConfigError: it does not validate (a value stored by an older version that a bound added since
+            refuses, or an edited store): ``cannot resume RUN_DIR:`` and each problem.
+    """
+    try:
+        return CampaignConfig.model_validate(stored)
+    except ValidationError as exc:
+        raise ConfigError(f"cannot resume {run_dir}:\n" + "\n".join(problems_from(exc))) from None
 
 
 @dataclass
