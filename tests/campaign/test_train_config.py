@@ -112,3 +112,16 @@ def test_a_stored_configuration_this_version_refuses_is_a_config_error_not_a_tra
         open_training(run)
     with pytest.raises(ConfigError, match=r"cannot continue .*run:\n.*group_size"):
         ShellTraining(run, tasks, ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none"))
+
+
+@pytest.mark.parametrize("passes", [0, 100_001])
+def test_redistill_passes_outside_their_bounds_are_refused_before_any_work(tmp_path: Path, passes: int) -> None:
+    """`shell redistill --passes 99999999` (a typo) ran without end: the setting is bounded, the flag was not."""
+    make_task(tmp_path)
+    training = ShellTraining(tmp_path / "run", tmp_path / "tasks",
+                             ShellTrainConfig(epochs=1, warm_start_epochs=0, teacher="none"))
+    try:
+        with pytest.raises(ConfigError, match=f"at least one pass and at most 100000, got {passes}"):
+            training.redistill(passes=passes)
+    finally:
+        training.close()

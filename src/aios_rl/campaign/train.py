@@ -41,6 +41,7 @@ from aios_rl.campaign.train_config import (
     stored_train_config,
 )
 from aios_rl.campaign.validation import SPLIT_KEY, ValidationGate, stored_split, validation_split
+from aios_rl.contracts.config import MAX_PASSES
 from aios_rl.contracts.episode import DecodingRegime, Episode, Task
 from aios_rl.contracts.errors import ConfigError, StorageError
 from aios_rl.contracts.protocols import Env, Teacher
@@ -475,13 +476,13 @@ class ShellTraining:
         calling again finishes it (gate and line) instead of distilling a second student on top of the first.
 
         Raises:
-            ConfigError: ``passes`` below 1, not every epoch of the run has been trained, or an epoch past
+            ConfigError: ``passes`` outside 1..MAX_PASSES, not every epoch of the run has been trained, or an epoch past
                 them committed its checkpoint before a kill and is not finished.
             LineageError: the lineage is frozen.
         """
         passes = self.config.redistill_passes if passes is None else passes
-        if passes < 1:
-            raise ConfigError(f"redistillation needs at least one pass, got {passes}")
+        if not 1 <= passes <= MAX_PASSES:  # as the redistill_passes setting: a typo would run without end
+            raise ConfigError(f"redistillation needs at least one pass and at most {MAX_PASSES}, got {passes}")
         done = self.epochs_done()
         if done < self.config.epochs:
             run = self.plane.run_dir
