@@ -23,6 +23,7 @@ from aios_rl.campaign.train import (
 from aios_rl.campaign.validation import ValidationConfig, ValidationGate
 from aios_rl.contracts.episode import Episode, Observation, Step
 from aios_rl.contracts.errors import ConfigError, StorageError
+from aios_rl.control.plane import ControlPlane
 from aios_rl.envs.shell.candidates import REVERT_CANDIDATE
 from aios_rl.envs.shell.env import ShellBugfixEnv
 from aios_rl.envs.shell.mutate import unified_diff
@@ -202,6 +203,35 @@ def test_a_redistillation_killed_after_its_checkpoint_is_finished_not_repeated(
         assert [r["phase"] for r in read_metrics(copy / "metrics.jsonl")].count("redistill") == 1
         assert report.metrics["val/decision"] == "worse" and resumed.redistilled()
         assert report.metrics["time/phase_s"] > stored_seconds  # the killed process's time, and the gate's
+    finally:
+        resumed.close()
+
+
+def test_a_redistillation_registered_and_killed_before_it_was_applied_is_applied_on_resume(
+    rl_run, tmp_path: Path, kill_once: Callable[[object, str], type[BaseException]]
+) -> None:
+    """A kill between the redistilled checkpoint's registration and its ``update.completed``: the resumed
+    redistillation applies that checkpoint, leaving no second student (nor a registered one no phase made)."""
+    copy = _copy(rl_run[0], tmp_path)
+    training = open_training(copy)
+    lineage = training.plane.state.lineage
+    epoch_checkpoint, trained = lineage.active, set(lineage.checkpoints)
+    killed = kill_once(ControlPlane, "complete_update")
+    with pytest.raises(killed):
+        training.redistill(1)
+    registered = training.plane.state.lineage.checkpoints.keys() - trained
+    assert len(registered) == 1
+    assert training.plane.state.lineage.active == epoch_checkpoint
+    training.close()
+    resumed = open_training(copy)
+    try:
+        before = dict(resumed.plane.state.lineage.checkpoints)
+        report = resumed.redistill(1)
+        lineage = resumed.plane.state.lineage
+        assert report is not None and report.checkpoint in registered
+        assert lineage.checkpoints.keys() == before.keys()  # applied, not registered a second time
+        assert sorted(p.name for p in (copy / "checkpoints").iterdir()) == sorted(before)
+        assert [r["phase"] for r in read_metrics(copy / "metrics.jsonl")].count("redistill") == 1
     finally:
         resumed.close()
 

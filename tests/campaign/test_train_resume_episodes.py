@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.metrics import read_metrics
 from aios_rl.campaign.train import SELF_IMITATION_KEY, ShellTrainConfig, ShellTraining
@@ -106,3 +108,61 @@ def test_a_rerun_episode_that_differs_from_the_stored_one_gives_way_to_it(tmp_pa
     after = _stored(run)
     assert after["report"]["episodes_recorded"] == len(after["ids"]) == 2 and episode_id in after["ids"]
     assert episode_id in after["windows"][-1]
+
+
+def _lineage(run: Path) -> list[tuple[str, str | None, int]]:
+    """Each registered checkpoint's id, parent and data window's size (episode ids derive from the run)."""
+    plane = ControlPlane(run, writer=False)
+    try:
+        return [(c.checkpoint_id, c.parent, len(c.data_window))
+                for c in plane.state.lineage.checkpoints.values()]
+    finally:
+        plane.close()
+
+
+@pytest.mark.parametrize("phase", ["warm_start", "epoch"])
+def test_a_checkpoint_registered_and_killed_before_it_was_applied_is_applied_on_resume(
+    tmp_path: Path, phase: str
+) -> None:
+    """A kill between a checkpoint's registration and its ``update.completed`` leaves it registered, never
+    applied; the resumed phase applies that very checkpoint, so no checkpoint that no phase produced stays in
+    the lineage (nor its files on disk) and every later one has the id the run never killed gives it."""
+    make_task(tmp_path, task_id="calc-1")
+    tasks = tmp_path / "tasks"
+    config = ShellTrainConfig(epochs=2, tasks_per_epoch=1, group_size=2, warm_start_epochs=2, workers=1)
+
+    def train(run: Path, kill_at: int | None = None) -> None:
+        training = ShellTraining(run, tasks, config)
+        if kill_at is not None:
+            real, calls = training.plane.complete_update, []
+
+            def complete(*args: Any, **kwargs: Any) -> Any:
+                calls.append(1)
+                if len(calls) == kill_at:
+                    raise Killed
+                return real(*args, **kwargs)
+
+            training.plane.complete_update = complete  # type: ignore[method-assign]
+        try:
+            training.warm_start()
+            for epoch in range(training.epochs_done() + 1, config.epochs + 1):
+                training.run_epoch(epoch)
+        except Killed:
+            pass
+        finally:
+            training.close()
+
+    train(tmp_path / "whole")
+    killed = tmp_path / "killed"
+    train(killed, kill_at=1 if phase == "warm_start" else 2)
+    assert len(_lineage(killed)) == (2 if phase == "warm_start" else 3)  # registered, never applied
+    train(killed)
+    assert _lineage(killed) == _lineage(tmp_path / "whole")
+    assert [r["checkpoint"] for r in read_metrics(killed / "metrics.jsonl")] == [
+        "ckpt-0001", "ckpt-0002", "ckpt-0003"
+    ]
+    assert sorted(p.name for p in (killed / "checkpoints").iterdir()) == [
+        "ckpt-0000", "ckpt-0001", "ckpt-0002", "ckpt-0003"
+    ]
+    metrics = [_comparable(r) for r in read_metrics(killed / "metrics.jsonl")]
+    assert metrics == [_comparable(r) for r in read_metrics(tmp_path / "whole" / "metrics.jsonl")]

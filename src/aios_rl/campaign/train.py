@@ -402,21 +402,40 @@ class ShellTraining:
         checkpoint), which the KL penalty holds the update close to; else None."""
         return self.load_student("active") if self.config.trainer.kl_coef > 0 else None
 
-    def _next_checkpoint_id(self) -> str:
-        return f"ckpt-{len(self.plane.state.lineage.checkpoints):04d}"
+    def _next_checkpoint_id(self, phase: str, epoch: int, data_window: list[str]) -> str:
+        """The id of the checkpoint of ``phase`` (epoch ``epoch``'s, trained on ``data_window``): the one an
+        earlier attempt of this very phase registered and a kill kept from being applied (the pending record
+        names it; trained from ``active`` on the same episodes), else the next new one. A resumed phase so
+        applies its own update instead of registering a second beside it."""
+        lineage = self.plane.state.lineage
+        pending = self.plane.store.get_meta(PENDING_EPOCH_KEY)
+        if pending and (pending["phase"], pending["epoch"]) == (phase, epoch):
+            left = lineage.checkpoints.get(pending["checkpoint"])
+            if (left is not None and left.checkpoint_id not in lineage.pointers().values()
+                    and (left.verdict, left.parent, left.data_window) == (None, lineage.active, data_window)):
+                return left.checkpoint_id
+        return f"ckpt-{len(lineage.checkpoints):04d}"
 
-    def _checkpoint(self, label: str, data_window: list[str], with_meta: dict[str, Any] | None = None) -> str:
-        """Save the trainer's state as the next checkpoint and make it active; ``with_meta`` values (the
-        rollout state) commit in the same transaction as the pointer move."""
+    def _checkpoint(
+        self, label: str, checkpoint_id: str, data_window: list[str], with_meta: dict[str, Any] | None = None
+    ) -> str:
+        """Save the trainer's state as checkpoint ``checkpoint_id`` and make it active; ``with_meta`` values
+        (the rollout state) commit in the same transaction as the pointer move. A ``checkpoint_id`` already
+        registered (:meth:`_next_checkpoint_id`: this phase's, a kill came before it was applied) is applied
+        as it is, and the trainer takes its state, which is what the active checkpoint holds."""
         self.plane.ensure_can_update()
-        checkpoint_id = self._next_checkpoint_id()
-        tensors, meta = self.trainer.state_tensors()
-        meta["label"] = label
-        self.plane.save_checkpoint(
-            checkpoint_id, tensors, meta, parent=self.plane.state.lineage.active,
-            config_hash=self.config.config_hash(), data_window=data_window,
-            teacher_backend=self.config.teacher if self.teacher else None, env_versions={"shell": "bugfix-v1"},
-        )
+        if checkpoint_id in self.plane.state.lineage.checkpoints:
+            tensors, meta = self.plane.load_checkpoint(checkpoint_id)
+            self.trainer.load_state_tensors(tensors, meta)
+        else:
+            tensors, meta = self.trainer.state_tensors()
+            meta["label"] = label
+            self.plane.save_checkpoint(
+                checkpoint_id, tensors, meta, parent=self.plane.state.lineage.active,
+                config_hash=self.config.config_hash(), data_window=data_window,
+                teacher_backend=self.config.teacher if self.teacher else None,
+                env_versions={"shell": "bugfix-v1"},
+            )
         self.plane.complete_update(checkpoint_id, in_epoch=False, meta=with_meta)
         return checkpoint_id
 
@@ -439,12 +458,12 @@ class ShellTraining:
             demonstrations = self._demonstrations(progress)
             stats = distill_passes(self.trainer, demonstrations, seed=self.config.seed,
                                    passes=self.config.warm_start_epochs)
-            record = {"epoch": 0, "phase": "warm_start", "checkpoint": self._next_checkpoint_id(),
+            record = {"epoch": 0, "phase": "warm_start",
+                      "checkpoint": self._next_checkpoint_id("warm_start", 0, []),
                       "demonstrations": len(demonstrations), "tasks": len(self.tasks),
                       "time/phase_s": time.perf_counter() - started} | stats.metrics()
             self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
-            checkpoint = self._checkpoint("warm_start", [])
-            assert checkpoint == record["checkpoint"]
+            self._checkpoint("warm_start", record["checkpoint"], [])
         append_metrics(self.metrics_path, record)
         self.plane.store.set_meta(PENDING_EPOCH_KEY, None)
         return EpochReport(0, record["checkpoint"], record)
@@ -550,13 +569,13 @@ class ShellTraining:
         self.policy = build_policy(meta["policy"], source=f"checkpoint {self.plane.run_dir}:{active}")
         self.trainer = Trainer(self.policy, self.config.trainer)
         stats = distill_passes(self.trainer, batch, seed=self.config.seed, passes=passes)
-        record = {"epoch": epoch, "phase": "redistill", "checkpoint": self._next_checkpoint_id(),
+        record = {"epoch": epoch, "phase": "redistill",
+                  "checkpoint": self._next_checkpoint_id("redistill", epoch, ids),
                   "passes": passes, "demonstrations": len(batch), "discovered_tasks": len(fixes),
                   "discovered_demonstrations": len(discovered), "discovered_kept_patch": kept_patch,
                   "time/phase_s": time.perf_counter() - started} | stats.metrics()
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
-        checkpoint = self._checkpoint("redistill", ids)
-        assert checkpoint == record["checkpoint"]
+        self._checkpoint("redistill", record["checkpoint"], ids)
         return record
 
     def redistilled(self) -> bool:
@@ -700,10 +719,11 @@ class ShellTraining:
         consolidated = self._consolidate(standing, epoch, progress) if episodes or not cfg.rl else None
         teacher_failures = sum(1 for e in seen if e.teacher_signal is not None and e.teacher_signal.status == "failed_all_backends")
         ran = max(1, len(seen))
+        phase, window = "rl" if cfg.rl else "distill", [e.episode_id for e in episodes]
         record = {
             "epoch": epoch,
-            "phase": "rl" if cfg.rl else "distill",
-            "checkpoint": self._next_checkpoint_id(),
+            "phase": phase,
+            "checkpoint": self._next_checkpoint_id(phase, epoch, window),
             "rollout/success_rate": sum(e.outcome == "success" for e in seen) / ran,
             "rollout/reward_mean": sum(e.reward for e in seen) / ran,
             "rollout/episodes": len(seen),
@@ -725,9 +745,8 @@ class ShellTraining:
         } | stats.metrics() | batch.act_metrics.means() | batch.ledger.metrics() | self.collector.metrics()
         # batch: the epoch's (policy/*: weighted by the observations of each act call); collector: the run's
         self.plane.store.set_meta(PENDING_EPOCH_KEY, record)
-        checkpoint = self._checkpoint(record["phase"], [e.episode_id for e in episodes],
-                                      with_meta=self.collector.state_meta(epoch) | committed)
-        assert checkpoint == record["checkpoint"]
+        self._checkpoint(phase, record["checkpoint"], window,
+                         with_meta=self.collector.state_meta(epoch) | committed)
         self.collector.committed(epoch)
         return record
 
