@@ -10,6 +10,7 @@ import torch
 
 from aios_rl.campaign.train import ShellTrainConfig, ShellTraining
 from aios_rl.contracts.errors import ConfigError, PolicyError, StorageError
+from aios_rl.control.plane import ControlPlane
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "shell"))
 from test_env import make_task  # noqa: E402
@@ -107,6 +108,32 @@ def test_a_start_that_failed_after_creating_the_store_still_starts_from_init_fro
     assert (tmp_path / "second" / "control.db").exists()
     second = ShellTraining(tmp_path / "second", tasks, start)  # the same command again
     try:
+        assert all(torch.equal(warmed[k], v) for k, v in _weights(second).items())
+        assert second.plane.load_checkpoint("ckpt-0000")[1]["init_from"] == f"{tmp_path / 'first'}:ckpt-0001"
+    finally:
+        second.close()
+
+
+def test_a_start_killed_between_registering_and_initialising_its_first_checkpoint_resumes(
+    tmp_path: Path, kill_once
+) -> None:
+    """A kill after ``ckpt-0000`` is registered and before ``lineage.initialized``: the same command again
+    initialises the lineage on that checkpoint (the student it stored) instead of registering it twice."""
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=2)
+    first = ShellTraining(tmp_path / "first", tasks, config)
+    first.warm_start()
+    warmed = _weights(first)
+    first.close()
+    start = config.model_copy(update={"init_from": str(tmp_path / "first")})
+    killed = kill_once(ControlPlane, "initialize")
+    with pytest.raises(killed):
+        ShellTraining(tmp_path / "second", tasks, start)
+    second = ShellTraining(tmp_path / "second", tasks, start)  # the same command again
+    try:
+        lineage = second.plane.state.lineage
+        assert (lineage.active, list(lineage.checkpoints)) == ("ckpt-0000", ["ckpt-0000"])
         assert all(torch.equal(warmed[k], v) for k, v in _weights(second).items())
         assert second.plane.load_checkpoint("ckpt-0000")[1]["init_from"] == f"{tmp_path / 'first'}:ckpt-0001"
     finally:

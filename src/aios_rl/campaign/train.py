@@ -374,6 +374,10 @@ class ShellTraining:
 
     def _student(self, start: tuple[Policy, str | None] | None) -> tuple[Policy, Trainer]:
         lineage = self.plane.state.lineage
+        if lineage.active is None and "ckpt-0000" in lineage.checkpoints:
+            # registered by a first start that a kill ended before it initialised the lineage: its student
+            self.plane.initialize("ckpt-0000")
+            lineage = self.plane.state.lineage
         if lineage.active is None:
             if start is None and self.config.init_from:  # a first start that failed after creating the store
                 start = load_student_from(self.config.init_from, self.config.student.kind)
