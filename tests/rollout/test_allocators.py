@@ -143,6 +143,15 @@ def test_counts_the_budget_does_not_bound_have_an_upper_bound(key, most):
     assert f"at most {most}" in AllocatorConfig.model_fields[key].description
 
 
+@pytest.mark.parametrize("multiple", [1025, 1e306])
+def test_a_vip_cap_multiple_beyond_its_bound_is_refused(multiple: float) -> None:
+    """cap = multiple x N: 1e306 with vip-1024 raised a raw OverflowError in plan_batch (infinity to int)."""
+    with pytest.raises(ConfigError, match=r"vip_cap_multiple: got .*less than or equal to 1024"):
+        load_config(AllocatorConfig, overrides={"vip_cap_multiple": multiple})
+    plan = VipAllocator(1024, AllocatorConfig(vip_cap_multiple=1024)).plan_batch(["a"], RolloutBudget(100))
+    assert list(plan) == ["a"]  # the largest multiple still plans
+
+
 # ---------------------------------------------------------------- budget counter
 
 

@@ -180,7 +180,9 @@ class AllocatorConfig(ConfigModel):
     vip_prior_beta: float = Field(default=1.0, gt=0, description="VIP: Beta prior failures (guess).")
     vip_discount: float = Field(default=0.5, ge=0, le=1, description="VIP: history decay per group (guess).")
     vip_floor: int = Field(default=2, ge=0, description="VIP: fewest rollouts of a funded task.")
-    vip_cap_multiple: float = Field(default=2.0, ge=1, description="VIP: cap per task = this x N.")
+    vip_cap_multiple: float = Field(
+        default=2.0, ge=1, le=MAX_GROUP_SIZE, description="VIP: cap per task = this x N (at most 1024)."
+    )
     vip_success_threshold: float = Field(default=0.5, description="VIP: reward counted as success.")
     rail_base_group: int = Field(
         default=8, ge=1, le=MAX_GROUP_SIZE, description="RAIL G0: base rollouts (guess; at most 1024)."
