@@ -6,15 +6,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.drills import Drill
 from aios_rl.campaign.slots import slot_event_id
 from aios_rl.campaign.students import StudentConfig
-from aios_rl.contracts.config import MAX_PASSES, MAX_SEED, MAX_TORCH_THREADS, MIN_SEED, ConfigModel
+from aios_rl.contracts.config import (
+    MAX_PASSES,
+    MAX_SEED,
+    MAX_TORCH_THREADS,
+    MIN_SEED,
+    ConfigModel,
+    validate_stored,
+)
 from aios_rl.contracts.errors import ConfigError
-from aios_rl.contracts.validate import problems_from
 from aios_rl.control.compare import CompareConfig
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
@@ -182,16 +188,9 @@ def stored_config(run_dir: Path) -> CampaignConfig | None:
 
 
 def validate_stored_config(stored: dict[str, Any], run_dir: Path) -> CampaignConfig:
-    """A campaign's stored configuration, validated by this version's rules.
-
-    Raises:
-        ConfigError: it does not validate (a value stored by an older version that a bound added since
-            refuses, or an edited store): ``cannot resume RUN_DIR:`` and each problem.
-    """
-    try:
-        return CampaignConfig.model_validate(stored)
-    except ValidationError as exc:
-        raise ConfigError(f"cannot resume {run_dir}:\n" + "\n".join(problems_from(exc))) from None
+    """A campaign's stored configuration, validated by this version's rules (see
+    :func:`~aios_rl.contracts.config.validate_stored`: ``cannot resume RUN_DIR:`` and each problem)."""
+    return validate_stored(CampaignConfig, stored, run_dir, "resume")
 
 
 @dataclass

@@ -7,7 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from aios_rl.algos.trainer import TrainerConfig
 from aios_rl.campaign.students import StudentConfig
@@ -20,9 +20,9 @@ from aios_rl.contracts.config import (
     MAX_WORKERS,
     MIN_SEED,
     ConfigModel,
+    validate_stored,
 )
 from aios_rl.contracts.errors import ConfigError
-from aios_rl.contracts.validate import problems_from
 from aios_rl.control.events import ControlConfig
 from aios_rl.control.plane import ControlPlane
 from aios_rl.control.reward import RewardConfig
@@ -298,16 +298,9 @@ def resolve_stored_config(plane: ControlPlane, config: ShellTrainConfig) -> Shel
 
 
 def stored_train_config(stored: dict[str, Any], run_dir: Path, action: str) -> ShellTrainConfig:
-    """A run's stored training configuration, validated by this version's rules.
-
-    Raises:
-        ConfigError: it does not validate (a value stored by an older version that a bound added since
-            refuses, or an edited store): ``cannot ACTION RUN_DIR:`` and each problem.
-    """
-    try:
-        return ShellTrainConfig.model_validate(stored)
-    except ValidationError as exc:
-        raise ConfigError(f"cannot {action} {run_dir}:\n" + "\n".join(problems_from(exc))) from None
+    """A run's stored training configuration, validated by this version's rules (see
+    :func:`~aios_rl.contracts.config.validate_stored`: ``cannot ACTION RUN_DIR:`` and each problem)."""
+    return validate_stored(ShellTrainConfig, stored, run_dir, action)
 
 
 def store_epochs(plane: ControlPlane, epochs: int) -> None:

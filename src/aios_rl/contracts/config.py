@@ -182,3 +182,16 @@ def load_config(
         return model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError("invalid configuration:\n" + "\n".join(problems_from(exc))) from None
+
+
+def validate_stored(model: type[C], stored: dict[str, Any], run_dir: Path, action: str) -> C:
+    """A configuration a run stored, validated by this version's rules.
+
+    Raises:
+        ConfigError: it does not validate (a value stored by an older version that a bound added since
+            refuses, or an edited store): ``cannot ACTION RUN_DIR:`` and each problem.
+    """
+    try:
+        return model.model_validate(stored)
+    except ValidationError as exc:
+        raise ConfigError(f"cannot {action} {run_dir}:\n" + "\n".join(problems_from(exc))) from None
