@@ -171,3 +171,27 @@ def test_a_key_given_twice_is_refused(tmp_path: Path, where: str) -> None:
     code, lines = run_validate(tmp_path, text)
     assert code == 2 and lines == [f"<json>: got duplicate key '{key}' in one object; expected each key once "
                                    "(JSON readers keep only the last value)"]
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [(("reward",), True), (("env_reward",), False), (("trajectory", 0, "logprob"), True),
+     (("trajectory", 0, "observation", "candidate_features"), [{"line_suspicion": True}])],
+)
+def test_a_boolean_where_a_number_belongs_is_refused(tmp_path: Path, path: tuple, value: object) -> None:
+    """pydantic's lax mode read true as 1.0, so an episode with `"reward": true` was reported valid."""
+    data = valid_episode()
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    code, lines = run_validate(tmp_path, json.dumps(data))
+    assert code == 2
+    assert lines == [f"{path[0]}: got a boolean (true/false) where a number belongs; expected a number"]
+
+
+def test_booleans_where_booleans_belong_still_validate(tmp_path: Path) -> None:
+    data = valid_episode()
+    data["trajectory"][0]["terminated"] = True
+    code, lines = run_validate(tmp_path, json.dumps(data))
+    assert code == 0, lines

@@ -10,16 +10,15 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import types
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from aios_rl.contracts.errors import ConfigError
-from aios_rl.contracts.validate import problems_from
+from aios_rl.contracts.validate import bool_as_number, problems_from
 
 C = TypeVar("C", bound="ConfigModel")
 
@@ -38,28 +37,6 @@ MAX_ROLLOUTS = 100_000_000  # a rollout budget that must be spent
 MAX_RESAMPLES = 1000  # fresh groups DAPO draws for one zero-variance group (each a group of N rollouts)
 
 
-def _bool_as_number(annotation: Any, value: Any) -> bool:
-    """Whether ``value`` holds a boolean (at any depth of lists and nested records) where ``annotation``
-    expects a number."""
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Annotated:
-        return _bool_as_number(args[0], value)
-    arms = args if origin in (Union, types.UnionType) else (annotation,)
-    if isinstance(value, bool):
-        return bool not in arms and any(arm in (int, float) for arm in arms)
-    if origin in (Union, types.UnionType):
-        return any(_bool_as_number(arm, value) for arm in arms)
-    if origin in (tuple, list) and isinstance(value, (list, tuple)):
-        items = args[:1] * len(value) if origin is list or args[-1:] == (...,) else args
-        return any(_bool_as_number(item, v) for item, v in zip(items, value, strict=False))
-    record = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-    if record and not issubclass(annotation, ConfigModel) and isinstance(value, dict):
-        # a ConfigModel checks its own fields; a plain record in a config (a sandbox, a decoding regime) not
-        fields = annotation.model_fields
-        return any(_bool_as_number(fields[k].annotation, v) for k, v in value.items() if k in fields)
-    return False
-
-
 class ConfigModel(BaseModel):
     """Base of every component config: frozen, unknown keys forbidden, non-finite numbers rejected, and
     no boolean taken for a number."""
@@ -72,7 +49,7 @@ class ConfigModel(BaseModel):
         """pydantic's lax mode reads true as 1 and false as 0, so ``epochs: true`` (or YAML's ``yes``/``on``)
         would silently run one epoch. Strings stay lax: YAML 1.1 reads ``lr: 1e-4`` as the string '1e-4'."""
         field = cls.model_fields.get(info.field_name or "")
-        if field is not None and _bool_as_number(field.annotation, value):
+        if field is not None and bool_as_number(field.annotation, value, checks_itself=ConfigModel):
             message = "a number, not a boolean (true/false; yes/no/on/off in YAML)"
             raise PydanticCustomError("bool_as_number", message)
         return value

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, TypeVar
+import types
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -52,12 +53,42 @@ def problems_from(error: ValidationError) -> list[str]:
     return lines
 
 
+def bool_as_number(annotation: Any, value: Any, checks_itself: type[BaseModel] | None = None) -> bool:
+    """Whether ``value`` holds a boolean (at any depth of lists and nested records) where ``annotation``
+    expects a number: pydantic's lax mode would read true as 1 and false as 0. Nested records of type
+    ``checks_itself`` are not looked into (they check their own fields)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return bool_as_number(args[0], value, checks_itself)
+    arms = args if origin in (Union, types.UnionType) else (annotation,)
+    if isinstance(value, bool):
+        return bool not in arms and any(arm in (int, float) for arm in arms)
+    if origin in (Union, types.UnionType):
+        return any(bool_as_number(arm, value, checks_itself) for arm in arms)
+    if origin in (tuple, list) and isinstance(value, (list, tuple)):
+        items = args[:1] * len(value) if origin is list or args[-1:] == (...,) else args
+        return any(bool_as_number(item, v, checks_itself) for item, v in zip(items, value, strict=False))
+    if origin is dict and len(args) == 2 and isinstance(value, dict):
+        return any(bool_as_number(args[1], v, checks_itself) for v in value.values())
+    record = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+    if record and not (checks_itself and issubclass(annotation, checks_itself)) and isinstance(value, dict):
+        fields = annotation.model_fields
+        return any(bool_as_number(fields[k].annotation, v, checks_itself)
+                   for k, v in value.items() if k in fields)
+    return False
+
+
 def parse_record(model: type[M], data: Any, *, source: str = "input") -> M:
-    """Validate already-decoded data against ``model``.
+    """Validate already-decoded data against ``model``; a boolean where a number belongs is refused.
 
     Raises:
         ContractError: with one problem line per violation.
     """
+    problems = [f"{key}: got a boolean (true/false) where a number belongs; expected a number"
+                for key, field in model.model_fields.items()
+                if isinstance(data, dict) and key in data and bool_as_number(field.annotation, data[key])]
+    if problems:  # checked here, on input, not by a validator that every stored record would pay for
+        raise ContractError(f"{source} is not a valid {model.__name__}", problems)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
