@@ -103,16 +103,10 @@ def test_dapo_group_counts_are_per_epoch_and_their_totals_the_runs(tmp_path: Pat
     assert totals == [groups[0], groups[0] + groups[1]]
 
 
-def test_an_epoch_the_rollout_budget_cuts_short_warns_and_counts_the_shortfall(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """With group_size 2 and rollout_budget 3, epoch 2 trained a group of 1 and epoch 3 ran no episode (loss
-    0, a checkpoint of the same weights) without a word."""
-    make_task(tmp_path)
-    config = ShellTrainConfig.model_validate({
-        "epochs": 3, "tasks_per_epoch": 1, "group_size": 2, "rollout_budget": 3, "workers": 1,
-        "teacher": "none", "env": {"max_steps": 3},
-    })
+def _three_epochs_warned(
+    tmp_path: Path, config: ShellTrainConfig, caplog: pytest.LogCaptureFixture
+) -> tuple[list[dict], list[list[str]]]:
+    """Run epochs 1-3 of a new run; its metrics lines and, per epoch, what the collector warned."""
     training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
     warned = []
     try:
@@ -123,7 +117,20 @@ def test_an_epoch_the_rollout_budget_cuts_short_warns_and_counts_the_shortfall(
             warned.append([r.getMessage() for r in caplog.records if r.name == "aios_rl.campaign.collect"])
     finally:
         training.close()
-    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    return read_metrics(tmp_path / "run" / "metrics.jsonl"), warned
+
+
+def test_an_epoch_the_rollout_budget_cuts_short_warns_and_counts_the_shortfall(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With group_size 2 and rollout_budget 3, epoch 2 trained a group of 1 and epoch 3 ran no episode (loss
+    0, a checkpoint of the same weights) without a word."""
+    make_task(tmp_path)
+    config = ShellTrainConfig.model_validate({
+        "epochs": 3, "tasks_per_epoch": 1, "group_size": 2, "rollout_budget": 3, "workers": 1,
+        "teacher": "none", "env": {"max_steps": 3},
+    })
+    records, warned = _three_epochs_warned(tmp_path, config, caplog)
     assert [r["rollout/rollouts"] for r in records] == [2, 1, 0]
     assert [r["rollout/budget_shortfall"] for r in records] == [0, 1, 2]
     assert warned[0] == []
@@ -146,17 +153,7 @@ def test_the_shortfall_counts_what_equal_shares_of_the_budget_leave_unused(
         "epochs": 3, "tasks_per_epoch": 2, "group_size": 2, "rollout_budget": 7, "workers": 1,
         "teacher": "none", "env": {"max_steps": 2},
     })
-    training = ShellTraining(tmp_path / "run", tmp_path / "tasks", config)
-    warned = []
-    try:
-        for epoch in (1, 2, 3):
-            caplog.clear()
-            with caplog.at_level(logging.WARNING, logger="aios_rl.campaign.collect"):
-                training.run_epoch(epoch)
-            warned.append([r.getMessage() for r in caplog.records if r.name == "aios_rl.campaign.collect"])
-    finally:
-        training.close()
-    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    records, warned = _three_epochs_warned(tmp_path, config, caplog)
     assert [r["rollout/rollouts"] for r in records] == [4, 2, 0]
     assert [r["rollout/budget_shortfall"] for r in records] == [0, 2, 4]
     advice = "(give fewer epochs or a larger rollout_budget)"
