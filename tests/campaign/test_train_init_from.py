@@ -20,6 +20,19 @@ def _weights(training: ShellTraining) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in training.policy.state_dict().items()}
 
 
+def _warmed_first_run(tmp_path: Path) -> tuple[Path, ShellTrainConfig, dict[str, torch.Tensor]]:
+    """A run FIRST warm-started on one task; the task directory, the configuration of a second run starting
+    from it (``init_from``) and the weights it starts from."""
+    make_task(tmp_path)
+    tasks = tmp_path / "tasks"
+    config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=2)
+    first = ShellTraining(tmp_path / "first", tasks, config)
+    first.warm_start()
+    warmed = _weights(first)
+    first.close()
+    return tasks, config.model_copy(update={"init_from": str(tmp_path / "first")}), warmed
+
+
 def test_a_run_starts_from_another_runs_checkpoint_without_a_second_warm_start(tmp_path: Path) -> None:
     make_task(tmp_path)
     tasks = tmp_path / "tasks"
@@ -94,14 +107,7 @@ def test_a_start_that_failed_after_creating_the_store_still_starts_from_init_fro
 ) -> None:
     from aios_rl.campaign import train as train_module
 
-    make_task(tmp_path)
-    tasks = tmp_path / "tasks"
-    config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=2)
-    first = ShellTraining(tmp_path / "first", tasks, config)
-    first.warm_start()
-    warmed = _weights(first)
-    first.close()
-    start = config.model_copy(update={"init_from": str(tmp_path / "first")})
+    tasks, start, warmed = _warmed_first_run(tmp_path)
     killed = kill_once(train_module, "build_teacher")  # e.g. an API key not set yet: the store exists already
     with pytest.raises(killed):
         ShellTraining(tmp_path / "second", tasks, start)
@@ -119,14 +125,7 @@ def test_a_start_killed_between_registering_and_initialising_its_first_checkpoin
 ) -> None:
     """A kill after ``ckpt-0000`` is registered and before ``lineage.initialized``: the same command again
     initialises the lineage on that checkpoint (the student it stored) instead of registering it twice."""
-    make_task(tmp_path)
-    tasks = tmp_path / "tasks"
-    config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=2)
-    first = ShellTraining(tmp_path / "first", tasks, config)
-    first.warm_start()
-    warmed = _weights(first)
-    first.close()
-    start = config.model_copy(update={"init_from": str(tmp_path / "first")})
+    tasks, start, warmed = _warmed_first_run(tmp_path)
     killed = kill_once(ControlPlane, "initialize")
     with pytest.raises(killed):
         ShellTraining(tmp_path / "second", tasks, start)
