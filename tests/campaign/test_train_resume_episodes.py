@@ -25,19 +25,27 @@ class Killed(BaseException):
     """What a SIGKILL would do to the process: nothing after it runs."""
 
 
-def _train(run: Path, tasks: Path, config: ShellTrainConfig, *, kill_after: int | None = None) -> None:
+def _train(
+    run: Path, tasks: Path, config: ShellTrainConfig, *, kill: tuple[str, int] | None = None,
+    warm_start: bool = False,
+) -> None:
+    """Train ``run`` to its last epoch (after a warm start with ``warm_start``); ``kill``: (a ControlPlane
+    method, n) stops the process, as a SIGKILL would, on that method's n-th call."""
     training = ShellTraining(run, tasks, config)
-    if kill_after is not None:
-        real, calls = training.plane.record_episode, []
+    if kill is not None:
+        method, at = kill
+        real, calls = getattr(training.plane, method), []
 
-        def record(*args: Any, **kwargs: Any) -> Any:
-            if len(calls) == kill_after:
-                raise Killed
+        def killing(*args: Any, **kwargs: Any) -> Any:
             calls.append(1)
+            if len(calls) == at:
+                raise Killed
             return real(*args, **kwargs)
 
-        training.plane.record_episode = record  # type: ignore[method-assign]
+        setattr(training.plane, method, killing)
     try:
+        if warm_start:
+            training.warm_start()
         for epoch in range(training.epochs_done() + 1, config.epochs + 1):
             training.run_epoch(epoch)
     except Killed:
@@ -69,7 +77,7 @@ def test_an_epoch_killed_after_some_episodes_were_stored_counts_each_rollout_onc
     config = ShellTrainConfig(epochs=2, tasks_per_epoch=2, group_size=2, warm_start_epochs=0, workers=1,
                               trainer=TrainerConfig(self_imitation_coef=1.0))
     _train(tmp_path / "whole", tasks, config)
-    _train(tmp_path / "killed", tasks, config, kill_after=2)
+    _train(tmp_path / "killed", tasks, config, kill=("record_episode", 3))
     killed_once = _stored(tmp_path / "killed")
     assert len(killed_once["ids"]) == 2 and killed_once["report"]["episodes_recorded"] == 2
     _train(tmp_path / "killed", tasks, config)
@@ -96,7 +104,7 @@ def test_a_rerun_episode_that_differs_from_the_stored_one_gives_way_to_it(tmp_pa
     tasks, run = tmp_path / "tasks", tmp_path / "run"
     config = ShellTrainConfig(epochs=1, tasks_per_epoch=1, group_size=2, warm_start_epochs=0, workers=1,
                               teacher="none")
-    _train(run, tasks, config, kill_after=1)
+    _train(run, tasks, config, kill=("record_episode", 2))
     with sqlite3.connect(run / "control.db") as db:  # the stored episode, as the killed attempt ran it
         (episode_id, body), = db.execute("SELECT episode_id, body FROM episodes").fetchall()
         stored = json.loads(body) | {"reward": 100.0}
@@ -132,25 +140,8 @@ def test_a_checkpoint_registered_and_killed_before_it_was_applied_is_applied_on_
     config = ShellTrainConfig(epochs=2, tasks_per_epoch=1, group_size=2, warm_start_epochs=2, workers=1)
 
     def train(run: Path, kill_at: int | None = None) -> None:
-        training = ShellTraining(run, tasks, config)
-        if kill_at is not None:
-            real, calls = training.plane.complete_update, []
-
-            def complete(*args: Any, **kwargs: Any) -> Any:
-                calls.append(1)
-                if len(calls) == kill_at:
-                    raise Killed
-                return real(*args, **kwargs)
-
-            training.plane.complete_update = complete  # type: ignore[method-assign]
-        try:
-            training.warm_start()
-            for epoch in range(training.epochs_done() + 1, config.epochs + 1):
-                training.run_epoch(epoch)
-        except Killed:
-            pass
-        finally:
-            training.close()
+        kill = None if kill_at is None else ("complete_update", kill_at)
+        _train(run, tasks, config, kill=kill, warm_start=True)
 
     train(tmp_path / "whole")
     killed = tmp_path / "killed"
