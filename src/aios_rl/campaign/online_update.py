@@ -17,7 +17,6 @@ update, so the result depends only on the store, not on what the process did bef
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,9 +104,9 @@ def update_data(plane: ControlPlane, seed: int, *, max_staleness: int) -> Update
 def stale_replay(plane: ControlPlane, ids: Sequence[str], max_staleness: int) -> set[str]:
     """The episodes of ``ids`` more than ``max_staleness`` updates old (ids not in the store are left to
     :func:`load_episodes` to report)."""
-    bodies = plane.store.episode_bodies(ids)
-    found = [i for i in ids if i in bodies]
-    ages = replay_staleness(plane, [json.loads(bodies[i])["policy_version"] for i in found])
+    versions = plane.store.episode_policy_versions(ids)
+    found = [i for i in ids if i in versions]
+    ages = replay_staleness(plane, [versions[i] for i in found])
     return {i for i, age in zip(found, ages, strict=True) if age > max_staleness}
 
 

@@ -243,6 +243,15 @@ class RunStore:
         return str(row[0]) if row else None
 
     def episode_bodies(self, episode_ids: Sequence[str]) -> dict[str, str]:
+        """Each stored episode's JSON body by id (ids not stored are left out)."""
+        return self._episode_values(episode_ids, "body")
+
+    def episode_policy_versions(self, episode_ids: Sequence[str]) -> dict[str, str]:
+        """Each stored episode's ``policy_version`` by id, read by SQLite (``json_extract``) without bringing
+        its body (megabytes for a long shell episode) into Python; ids not stored are left out."""
+        return self._episode_values(episode_ids, "json_extract(body, '$.policy_version')")
+
+    def _episode_values(self, episode_ids: Sequence[str], value: str) -> dict[str, str]:
         out: dict[str, str] = {}
         ids = list(episode_ids)
         for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
@@ -250,9 +259,9 @@ class RunStore:
             marks = ",".join("?" * len(chunk))
             with self._reading():
                 rows = self._conn.execute(
-                    f"SELECT episode_id, body FROM episodes WHERE episode_id IN ({marks})", chunk
+                    f"SELECT episode_id, {value} FROM episodes WHERE episode_id IN ({marks})", chunk
                 ).fetchall()
-            out.update({str(i): str(b) for i, b in rows})
+            out.update({str(i): str(v) for i, v in rows})
         return out
 
     def episode_ids(self, environment: str | None = None) -> list[str]:
