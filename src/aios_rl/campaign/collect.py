@@ -104,7 +104,7 @@ class RolloutCollector:
         plans = [self.allocator.group_plan(t.task_id) for t in tasks]
         caps, planned = sum(p.cap for p in plans), sum(p.initial for p in plans)
         left = self.remaining
-        self.shortfall = 0  # set once the groups are planned
+        self.shortfall = 0  # a batch that raises leaves no count of the epoch before
         budget = RolloutBudget(caps if left is None else min(caps, left))
         engine = RolloutEngine(
             make_env,
